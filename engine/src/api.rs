@@ -1,0 +1,189 @@
+//! Request and response types of the engine's verbs, shaped like the Step Functions API.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+
+/// Execution status, as Step Functions names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ExecutionStatus {
+    Running,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Aborted,
+}
+
+impl ExecutionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Running => "RUNNING",
+            ExecutionStatus::Succeeded => "SUCCEEDED",
+            ExecutionStatus::Failed => "FAILED",
+            ExecutionStatus::TimedOut => "TIMED_OUT",
+            ExecutionStatus::Aborted => "ABORTED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "RUNNING" => ExecutionStatus::Running,
+            "SUCCEEDED" => ExecutionStatus::Succeeded,
+            "FAILED" => ExecutionStatus::Failed,
+            "TIMED_OUT" => ExecutionStatus::TimedOut,
+            "ABORTED" => ExecutionStatus::Aborted,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self != ExecutionStatus::Running
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StateMachineInfo {
+    pub state_machine_arn: String,
+    pub name: String,
+    pub definition: String,
+    pub role_arn: String,
+    pub creation_date: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ActivityInfo {
+    pub activity_arn: String,
+    pub name: String,
+    pub creation_date: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StartExecutionInput {
+    pub state_machine_arn: String,
+    /// Generated (a UUID) when absent.
+    pub name: Option<String>,
+    /// JSON text; `"{}"` when absent.
+    pub input: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartExecutionOutput {
+    pub execution_arn: String,
+    pub start_date: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionDescription {
+    pub execution_arn: String,
+    pub state_machine_arn: String,
+    pub name: String,
+    pub status: ExecutionStatus,
+    pub start_date: DateTime<Utc>,
+    pub stop_date: Option<DateTime<Utc>>,
+    /// JSON text.
+    pub input: String,
+    /// JSON text; only when SUCCEEDED.
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionListItem {
+    pub execution_arn: String,
+    pub state_machine_arn: String,
+    pub name: String,
+    pub status: ExecutionStatus,
+    pub start_date: DateTime<Utc>,
+    pub stop_date: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ListExecutionsInput {
+    pub state_machine_arn: String,
+    pub status_filter: Option<ExecutionStatus>,
+    /// 1..=1000, default 100.
+    pub max_results: Option<u32>,
+    pub next_token: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ListExecutionsOutput {
+    pub executions: Vec<ExecutionListItem>,
+    pub next_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct GetExecutionHistoryInput {
+    pub execution_arn: String,
+    /// 1..=1000, default 100.
+    pub max_results: Option<u32>,
+    pub next_token: Option<String>,
+    pub reverse_order: bool,
+    /// Default true: include `input`/`output` in event details.
+    pub include_execution_data: Option<bool>,
+}
+
+/// One AWS-shaped history event: `{timestamp, type, id, previousEventId, <type>EventDetails}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEvent {
+    pub timestamp: DateTime<Utc>,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub id: u64,
+    pub previous_event_id: u64,
+    /// The details object, keyed in AWS's JSON by e.g. `activityScheduledEventDetails`
+    /// (see [`HistoryEvent::details_key`]).
+    pub details: Option<Value>,
+}
+
+impl HistoryEvent {
+    /// The JSON key AWS uses for this event's details, e.g. `taskStateEnteredEventDetails` → for
+    /// `TaskStateEntered` it is `stateEnteredEventDetails`.
+    pub fn details_key(&self) -> String {
+        crate::core::history::details_key(&self.event_type)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GetExecutionHistoryOutput {
+    pub events: Vec<HistoryEvent>,
+    pub next_token: Option<String>,
+}
+
+/// A task handed to an activity worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActivityTask {
+    pub task_token: String,
+    /// JSON text: the task's effective input.
+    pub input: String,
+}
+
+/// What an in-process task handler receives (Task states whose `Resource` is not an activity ARN).
+#[derive(Debug, Clone)]
+pub struct TaskRequest {
+    pub resource: String,
+    pub input: Value,
+    pub task_token: String,
+    pub execution_arn: String,
+    pub state_name: String,
+}
+
+/// A task handler's failure: the error name and cause a Retry/Catch will see.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskFailure {
+    pub error: String,
+    pub cause: String,
+}
+
+pub type TaskFuture = Pin<Box<dyn Future<Output = Result<Value, TaskFailure>> + Send>>;
+
+/// Runs Task states whose `Resource` is not an activity ARN. The engine calls it after the task
+/// is committed as scheduled; after a crash it calls it again (at-least-once).
+pub trait TaskHandler: Send + Sync + 'static {
+    fn invoke(&self, request: TaskRequest) -> TaskFuture;
+}

@@ -1,0 +1,78 @@
+//! Data flow of the JSONPath dialect: paths, payload templates (`.$` keys), intrinsic functions
+//! and the `InputPath → Parameters → ResultSelector → ResultPath → OutputPath` pipeline steps.
+//! Everything here is pure: values in, values (or a [`DataError`]) out.
+
+pub mod intrinsics;
+pub mod jsonpath;
+pub mod payload;
+
+use serde_json::{Map, Value};
+
+/// What a path can see while a state runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope<'a> {
+    /// `$`: the value the path is applied to (state input, effective input, result, …).
+    pub input: &'a Value,
+    /// `$$`: the context object.
+    pub context: &'a Value,
+    /// JSONPath variables visible to the state (`$name`), innermost scope already merged in.
+    pub variables: &'a Map<String, Value>,
+}
+
+/// A data-flow failure. `error` is an AWS error name (`States.Runtime`,
+/// `States.IntrinsicFailure`, `States.ResultPathMatchFailure`, …); `message` is AWS's text
+/// *without* the "An error occurred while executing the state 'X' (entered at the event id #N). "
+/// prefix, which the interpreter adds because only it knows the state and the event id.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{error}: {message}")]
+pub struct DataError {
+    pub error: String,
+    pub message: String,
+}
+
+impl DataError {
+    pub fn runtime(message: impl Into<String>) -> Self {
+        DataError { error: "States.Runtime".to_owned(), message: message.into() }
+    }
+
+    pub fn intrinsic(message: impl Into<String>) -> Self {
+        DataError { error: "States.IntrinsicFailure".to_owned(), message: message.into() }
+    }
+}
+
+/// Applies `InputPath` (or `OutputPath`, or Map's `ItemsPath`) to `scope.input`.
+/// `Null` yields `{}`. A path that selects nothing is a `States.Runtime` error:
+/// `Invalid path '<path>' : No results for path: $['a']['b']`.
+pub fn apply_filter_path(path: &crate::asl::OptPath, scope: &Scope) -> Result<Value, DataError> {
+    match path {
+        crate::asl::OptPath::Null => Ok(Value::Object(Map::new())),
+        crate::asl::OptPath::Path(p) => jsonpath::select_for_filter(p, scope),
+    }
+}
+
+/// Merges `result` into `raw_input` at `ResultPath`. `Null` discards the result (returns the raw
+/// input); `$` replaces the input. Missing intermediate objects are created. Writing through a
+/// non-object is `States.Runtime` with AWS's message
+/// (`Invalid path '$.a.b' : Missing property in path $['a']`, …).
+pub fn apply_result_path(
+    path: &crate::asl::OptPath,
+    raw_input: &Value,
+    result: Value,
+) -> Result<Value, DataError> {
+    match path {
+        crate::asl::OptPath::Null => Ok(raw_input.clone()),
+        crate::asl::OptPath::Path(p) => jsonpath::put(p, raw_input, result),
+    }
+}
+
+/// Evaluates a value-producing expression: a path (`$…`, `$$…`, `$var…`) or an intrinsic call
+/// (`States.X(...)`). `field` is the name of the field it came from (e.g. `value.$`, `ErrorPath`),
+/// used in error messages: `The JSONPath '$.x' specified for the field 'value.$' could not be
+/// found in the input '<input as JSON>'`.
+pub fn eval_expression(expr: &str, field: &str, scope: &Scope) -> Result<Value, DataError> {
+    if expr.starts_with("States.") {
+        intrinsics::eval(expr, scope)
+    } else {
+        jsonpath::select_for_field(expr, field, scope)
+    }
+}
