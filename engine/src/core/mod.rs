@@ -1,3 +1,140 @@
-//! The pure interpreter: given an execution's state and an event, decide what happens next.
+//! The pure interpreter. [`Interpreter::apply`] takes an execution's state and one event and
+//! returns, as data, the history events to record and the actions to perform (schedule a task,
+//! arm a timer, finish the execution). It does no I/O: the driver commits its output before
+//! acting on it, which is what makes crash recovery a matter of reloading the last snapshot.
 
+mod context;
+mod errors;
 pub mod history;
+mod machine;
+mod states;
+
+pub use machine::{ExecState, Frame, FrameWait};
+
+use crate::api::ExecutionStatus;
+use crate::asl::StateMachine;
+use chrono::{DateTime, Utc};
+use history::EventDraft;
+use serde_json::Value;
+
+/// Fixed facts about one execution, visible through the context object.
+#[derive(Debug, Clone)]
+pub struct ExecInfo {
+    pub execution_arn: String,
+    pub name: String,
+    pub state_machine_arn: String,
+    pub state_machine_name: String,
+    pub role_arn: String,
+    pub start_time: DateTime<Utc>,
+    pub input: Value,
+}
+
+/// Why a task stopped waiting without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutKind {
+    /// `TimeoutSeconds` passed → `States.Timeout`.
+    Task,
+    /// No heartbeat within `HeartbeatSeconds` → `States.HeartbeatTimeout`.
+    Heartbeat,
+}
+
+/// Something that happened to an execution.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Start,
+    /// An activity worker took the task.
+    TaskStarted {
+        token: String,
+        worker_name: Option<String>,
+    },
+    TaskSucceeded {
+        token: String,
+        output: Value,
+    },
+    TaskFailed {
+        token: String,
+        error: Option<String>,
+        cause: Option<String>,
+    },
+    TaskTimedOut {
+        token: String,
+        kind: TimeoutKind,
+    },
+    TimerFired {
+        timer_id: u64,
+    },
+    ExecutionTimedOut,
+    Stop {
+        error: Option<String>,
+        cause: Option<String>,
+    },
+}
+
+/// A task the driver must make available (activity queue or in-process handler).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    pub token: String,
+    pub resource: String,
+    pub state_name: String,
+    pub input: Value,
+    pub timeout_seconds: Option<u64>,
+    pub heartbeat_seconds: Option<u64>,
+}
+
+/// What the driver must do once the step is committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    ScheduleTask(TaskSpec),
+    /// The task is over (answered, timed out, or its branch was abandoned): its token is dead.
+    CloseTask {
+        token: String,
+    },
+    /// The heartbeat clock of an activity task starts when a worker takes it.
+    StartHeartbeat {
+        token: String,
+        heartbeat_seconds: u64,
+    },
+    StartTimer {
+        timer_id: u64,
+        due: DateTime<Utc>,
+    },
+    CancelTimer {
+        timer_id: u64,
+    },
+    Finish(Outcome),
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub status: ExecutionStatus,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+}
+
+/// The result of applying one event.
+#[derive(Debug, Default)]
+pub struct Step {
+    pub events: Vec<EventDraft>,
+    pub actions: Vec<Action>,
+}
+
+/// The interpreter for one execution: its definition and fixed facts.
+pub struct Interpreter<'a> {
+    pub definition: &'a StateMachine,
+    pub info: &'a ExecInfo,
+    /// Whether a `Resource` names an activity of this engine (activity tasks get `Activity*`
+    /// history events and go to the activity queue).
+    pub is_activity: &'a dyn Fn(&str) -> bool,
+}
+
+impl Interpreter<'_> {
+    /// Applies one event at time `now`. An event that no longer concerns the execution (a stale
+    /// token, a cancelled timer, anything after the end) changes nothing.
+    pub fn apply(&self, state: &mut ExecState, event: Event, now: DateTime<Utc>) -> Step {
+        let mut run = machine::Run::new(self, state, now);
+        run.handle(event);
+        run.finish()
+    }
+}

@@ -32,11 +32,17 @@ pub struct DataError {
 
 impl DataError {
     pub fn runtime(message: impl Into<String>) -> Self {
-        DataError { error: "States.Runtime".to_owned(), message: message.into() }
+        DataError {
+            error: "States.Runtime".to_owned(),
+            message: message.into(),
+        }
     }
 
     pub fn intrinsic(message: impl Into<String>) -> Self {
-        DataError { error: "States.IntrinsicFailure".to_owned(), message: message.into() }
+        DataError {
+            error: "States.IntrinsicFailure".to_owned(),
+            message: message.into(),
+        }
     }
 }
 
@@ -75,4 +81,15 @@ pub fn eval_expression(expr: &str, field: &str, scope: &Scope) -> Result<Value, 
     } else {
         jsonpath::select_for_field(expr, field, scope)
     }
+}
+
+/// Parses a timestamp the way Step Functions accepts one: RFC 3339 with an uppercase `T`
+/// separator and a `Z` or numeric offset, fractional seconds allowed.
+pub fn parse_timestamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    if text.as_bytes().get(10) != Some(&b'T') {
+        return None;
+    }
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
 }
