@@ -3,12 +3,14 @@
 //! the programs it runs.
 
 pub mod api;
+mod arn;
 pub mod asl;
 pub mod core;
 pub mod data;
 mod driver;
 pub mod error;
+mod store;
 
 pub use api::*;
-pub use driver::{Engine, EngineConfig, SyncPolicy};
+pub use driver::{Engine, EngineConfig, Stats, SyncPolicy};
 pub use error::EngineError;

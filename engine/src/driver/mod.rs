@@ -1,11 +1,21 @@
 //! The durable driver: owns the SQLite store, feeds events to the pure interpreter, commits what
 //! it decides in grouped transactions, and only then acts (hands out tasks, arms timers, answers).
 
+mod writer;
+
 use crate::api::*;
+use crate::arn;
+use crate::core::history;
 use crate::error::EngineError;
+use crate::store::Store;
+use chrono::DateTime;
+use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use writer::{Answer, Command, Writer};
 
 /// How hard a commit is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,21 +52,130 @@ impl EngineConfig {
     }
 }
 
+/// A parsed state machine the writer runs.
+pub(crate) struct Machine {
+    pub def: crate::asl::StateMachine,
+    pub name: String,
+    pub role_arn: String,
+}
+
+/// Counters the engine keeps about itself (for benchmarks and metrics).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Grouped transactions committed.
+    pub commits: AtomicU64,
+    /// States entered.
+    pub transitions: AtomicU64,
+}
+
+/// The largest execution input, task output or history payload, as in AWS (256 KiB).
+const MAX_PAYLOAD: usize = 262_144;
+
+struct Inner {
+    tx: mpsc::Sender<Command>,
+    reader: Arc<Mutex<Store>>,
+    config: EngineConfig,
+    stats: Arc<Stats>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Shutdown { reply: None });
+    }
+}
+
 /// A handle to a running engine. Cheap to clone.
 #[derive(Clone)]
 pub struct Engine {
-    _inner: Arc<()>,
+    inner: Arc<Inner>,
+}
+
+fn unavailable() -> EngineError {
+    EngineError::Unavailable("the engine is shut down".to_owned())
 }
 
 impl Engine {
-    /// Opens (creating if needed) the database and resumes every running execution.
+    /// Opens (creating if needed) the database and resumes every running execution: timers
+    /// fire when due (late, never lost), handed-out activity tasks keep their tokens, and
+    /// unanswered handler tasks are invoked again. Must be called within a Tokio runtime.
     /// `task_handler` runs Task states whose resource is not an activity ARN.
     pub async fn open(
         config: EngineConfig,
         task_handler: Option<Arc<dyn TaskHandler>>,
     ) -> Result<Engine, EngineError> {
-        let _ = (config, task_handler);
-        todo!()
+        let runtime = tokio::runtime::Handle::current();
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        let cfg = config.clone();
+        let writer_tx = tx.clone();
+        let writer_stats = stats.clone();
+        let (store, reader) = tokio::task::spawn_blocking(move || {
+            let store = Store::open(&cfg.db_path, cfg.sync)?;
+            let reader = Store::open_reader(&cfg.db_path)?;
+            Ok::<_, rusqlite::Error>((store, reader))
+        })
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?
+        .map_err(EngineError::storage)?;
+        let mut writer = Writer::new(
+            store,
+            config.clone(),
+            rx,
+            writer_tx,
+            runtime,
+            task_handler,
+            writer_stats,
+        )
+        .map_err(EngineError::storage)?;
+        let recovered = writer.recover().map_err(EngineError::storage)?;
+        if recovered > 0 {
+            tracing::info!(tasks = recovered, "re-invoked unanswered handler tasks");
+        }
+        let thread = std::thread::Builder::new()
+            .name("sfn-engine-writer".to_owned())
+            .spawn(move || writer.run())
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                tx,
+                reader: Arc::new(Mutex::new(reader)),
+                config,
+                stats,
+                thread: Mutex::new(Some(thread)),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.inner.stats
+    }
+
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, EngineError>>) -> Command,
+    ) -> Result<T, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner.tx.send(make(reply)).map_err(|_| unavailable())?;
+        rx.await.map_err(|_| unavailable())?
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, rusqlite::Error> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let reader = self.inner.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let store = reader.lock().unwrap_or_else(|p| p.into_inner());
+            f(&store)
+        })
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))?
+        .map_err(EngineError::storage)
     }
 
     /// Creates a STANDARD state machine. The same name with the same definition returns the
@@ -67,27 +186,106 @@ impl Engine {
         definition: &str,
         role_arn: Option<&str>,
     ) -> Result<StateMachineInfo, EngineError> {
-        let _ = (name, definition, role_arn);
-        todo!()
+        arn::validate_name(name).map_err(EngineError::InvalidName)?;
+        let parsed = crate::asl::parse(definition)
+            .map_err(|e| EngineError::InvalidDefinition(e.to_string()))?;
+        let role_arn = role_arn.map(str::to_owned).unwrap_or_else(|| {
+            format!(
+                "arn:aws:iam::{}:role/StepFunctionsEngine",
+                self.inner.config.account_id
+            )
+        });
+        let (name, definition) = (name.to_owned(), definition.to_owned());
+        self.call(|reply| Command::CreateStateMachine {
+            name,
+            definition,
+            parsed: Arc::new(parsed),
+            role_arn,
+            reply,
+        })
+        .await
+    }
+
+    pub async fn describe_state_machine(&self, arn: &str) -> Result<StateMachineInfo, EngineError> {
+        let key = arn.to_owned();
+        let row = self.read(move |s| s.state_machine(&key)).await?;
+        row.map(|r| StateMachineInfo {
+            state_machine_arn: r.arn,
+            name: r.name,
+            definition: r.definition,
+            role_arn: r.role_arn,
+            creation_date: DateTime::from_timestamp_millis(r.created_ms).unwrap_or_default(),
+        })
+        .ok_or_else(|| {
+            EngineError::StateMachineDoesNotExist(format!("State Machine Does Not Exist: '{arn}'"))
+        })
     }
 
     /// Creates an activity (idempotent by name).
     pub async fn create_activity(&self, name: &str) -> Result<ActivityInfo, EngineError> {
-        let _ = name;
-        todo!()
+        arn::validate_name(name).map_err(EngineError::InvalidName)?;
+        let name = name.to_owned();
+        self.call(|reply| Command::CreateActivity { name, reply })
+            .await
     }
 
+    /// Starts an execution. The same name with the same input while it runs returns the same
+    /// ARN; otherwise a reused name is `ExecutionAlreadyExists`.
     pub async fn start_execution(
         &self,
         input: StartExecutionInput,
     ) -> Result<StartExecutionOutput, EngineError> {
-        let _ = input;
-        todo!()
+        if arn::parts(&input.state_machine_arn, "stateMachine").is_none() {
+            return Err(EngineError::InvalidArn(format!(
+                "Invalid Arn: '{}'",
+                input.state_machine_arn
+            )));
+        }
+        let name = input
+            .name
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        arn::validate_name(&name).map_err(EngineError::InvalidName)?;
+        let input_text = input.input.unwrap_or_else(|| "{}".to_owned());
+        if input_text.len() > MAX_PAYLOAD {
+            return Err(EngineError::InvalidExecutionInput(format!(
+                "Input is {} bytes; the limit is {MAX_PAYLOAD}",
+                input_text.len()
+            )));
+        }
+        let value: Value = serde_json::from_str(&input_text).map_err(|e| {
+            EngineError::InvalidExecutionInput(format!(
+                "Invalid State Machine Execution Input: {e}"
+            ))
+        })?;
+        let sm_arn = input.state_machine_arn;
+        self.call(|reply| Command::Start {
+            sm_arn,
+            name,
+            input_text,
+            input: value,
+            reply,
+        })
+        .await
     }
 
     pub async fn describe_execution(&self, arn: &str) -> Result<ExecutionDescription, EngineError> {
-        let _ = arn;
-        todo!()
+        let key = arn.to_owned();
+        let row = self.read(move |s| s.execution_by_arn(&key)).await?;
+        let row = row.ok_or_else(|| {
+            EngineError::ExecutionDoesNotExist(format!("Execution Does Not Exist: '{arn}'"))
+        })?;
+        Ok(ExecutionDescription {
+            execution_arn: row.arn,
+            state_machine_arn: row.sm_arn,
+            name: row.name,
+            status: row.status,
+            start_date: DateTime::from_timestamp_millis(row.start_ms).unwrap_or_default(),
+            stop_date: row.stop_ms.and_then(DateTime::from_timestamp_millis),
+            input: row.input,
+            output: row.output,
+            error: row.error,
+            cause: row.cause,
+        })
     }
 
     /// Waits until the execution is no longer RUNNING, or `timeout` passes (then returns its
@@ -97,16 +295,135 @@ impl Engine {
         arn: &str,
         timeout: Duration,
     ) -> Result<ExecutionDescription, EngineError> {
-        let _ = (arn, timeout);
-        todo!()
+        let (reply, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Command::WatchCompletion {
+                arn: arn.to_owned(),
+                reply,
+            })
+            .map_err(|_| unavailable())?;
+        let _ = tokio::time::timeout(timeout, rx).await;
+        self.describe_execution(arn).await
     }
 
+    /// Executions of a state machine, newest first, optionally by status.
+    pub async fn list_executions(
+        &self,
+        input: ListExecutionsInput,
+    ) -> Result<ListExecutionsOutput, EngineError> {
+        let limit = page_size(input.max_results)?;
+        let before = parse_token(input.next_token.as_deref())?;
+        let sm_arn = input.state_machine_arn.clone();
+        let status = input.status_filter;
+        let (exists, rows) = self
+            .read(move |s| {
+                let exists = s.state_machine(&sm_arn)?.is_some();
+                Ok((
+                    exists,
+                    s.list_executions(&sm_arn, status, before, limit + 1)?,
+                ))
+            })
+            .await?;
+        if !exists {
+            return Err(EngineError::StateMachineDoesNotExist(format!(
+                "State Machine Does Not Exist: '{}'",
+                input.state_machine_arn
+            )));
+        }
+        let more = rows.len() > limit as usize;
+        let rows: Vec<_> = rows.into_iter().take(limit as usize).collect();
+        let next_token = if more {
+            rows.last().map(|r| r.id.to_string())
+        } else {
+            None
+        };
+        Ok(ListExecutionsOutput {
+            executions: rows
+                .into_iter()
+                .map(|r| ExecutionListItem {
+                    execution_arn: r.arn,
+                    state_machine_arn: r.sm_arn,
+                    name: r.name,
+                    status: r.status,
+                    start_date: DateTime::from_timestamp_millis(r.start_ms).unwrap_or_default(),
+                    stop_date: r.stop_ms.and_then(DateTime::from_timestamp_millis),
+                })
+                .collect(),
+            next_token,
+        })
+    }
+
+    /// The execution's history, oldest first unless `reverse_order`, a page at a time.
     pub async fn get_execution_history(
         &self,
         input: GetExecutionHistoryInput,
     ) -> Result<GetExecutionHistoryOutput, EngineError> {
-        let _ = input;
-        todo!()
+        let limit = page_size(input.max_results)?;
+        let cursor = parse_token(input.next_token.as_deref())?;
+        let arn = input.execution_arn.clone();
+        let reverse = input.reverse_order;
+        let (found, rows) = self
+            .read(move |s| match s.execution_by_arn(&arn)? {
+                None => Ok((false, Vec::new())),
+                Some(row) => Ok((true, s.events(row.id, cursor, reverse, limit + 1)?)),
+            })
+            .await?;
+        if !found {
+            return Err(EngineError::ExecutionDoesNotExist(format!(
+                "Execution Does Not Exist: '{}'",
+                input.execution_arn
+            )));
+        }
+        let more = rows.len() > limit as usize;
+        let include_data = input.include_execution_data.unwrap_or(true);
+        let events: Vec<HistoryEvent> = rows
+            .into_iter()
+            .take(limit as usize)
+            .map(|(id, prev, ts, event_type, details)| {
+                let mut details = details.and_then(|d| serde_json::from_str::<Value>(&d).ok());
+                if !include_data {
+                    if let Some(d) = details.as_mut() {
+                        history::strip_execution_data(d);
+                    }
+                }
+                HistoryEvent {
+                    timestamp: DateTime::from_timestamp_millis(ts).unwrap_or_default(),
+                    event_type,
+                    id: id as u64,
+                    previous_event_id: prev as u64,
+                    details,
+                }
+            })
+            .collect();
+        let next_token = if more {
+            events.last().map(|e| e.id.to_string())
+        } else {
+            None
+        };
+        Ok(GetExecutionHistoryOutput { events, next_token })
+    }
+
+    /// Stops a running execution (ABORTED). Stopping a closed execution changes nothing.
+    pub async fn stop_execution(
+        &self,
+        arn: &str,
+        error: Option<&str>,
+        cause: Option<&str>,
+    ) -> Result<DateTime<chrono::Utc>, EngineError> {
+        check_error_fields(error, cause)?;
+        let (arn, error, cause) = (
+            arn.to_owned(),
+            error.map(str::to_owned),
+            cause.map(str::to_owned),
+        );
+        self.call(|reply| Command::Stop {
+            arn,
+            error,
+            cause,
+            reply,
+        })
+        .await
     }
 
     /// Long-polls for a task of `activity_arn` for at most `wait`; `None` when there was none.
@@ -116,13 +433,34 @@ impl Engine {
         worker_name: Option<&str>,
         wait: Duration,
     ) -> Result<Option<ActivityTask>, EngineError> {
-        let _ = (activity_arn, worker_name, wait);
-        todo!()
+        let deadline = Instant::now() + wait;
+        let (activity_arn, worker) = (activity_arn.to_owned(), worker_name.map(str::to_owned));
+        self.call(|reply| Command::Poll {
+            activity_arn,
+            worker,
+            deadline,
+            reply,
+        })
+        .await
     }
 
     pub async fn send_task_success(&self, token: &str, output: &str) -> Result<(), EngineError> {
-        let _ = (token, output);
-        todo!()
+        check_token(token)?;
+        if output.len() > MAX_PAYLOAD {
+            return Err(EngineError::InvalidOutput(format!(
+                "Output is {} bytes; the limit is {MAX_PAYLOAD}",
+                output.len()
+            )));
+        }
+        let value: Value = serde_json::from_str(output)
+            .map_err(|e| EngineError::InvalidOutput(format!("Invalid Output: {e}")))?;
+        let token = token.to_owned();
+        self.call(|reply| Command::Answer {
+            token,
+            answer: Answer::Success(value),
+            reply: Some(reply),
+        })
+        .await
     }
 
     pub async fn send_task_failure(
@@ -131,16 +469,95 @@ impl Engine {
         error: Option<&str>,
         cause: Option<&str>,
     ) -> Result<(), EngineError> {
-        let _ = (token, error, cause);
-        todo!()
+        check_token(token)?;
+        check_error_fields(error, cause)?;
+        let answer = Answer::Failure {
+            error: error.map(str::to_owned),
+            cause: cause.map(str::to_owned),
+        };
+        let token = token.to_owned();
+        self.call(|reply| Command::Answer {
+            token,
+            answer,
+            reply: Some(reply),
+        })
+        .await
     }
 
+    /// Resets the task's heartbeat clock (never its TimeoutSeconds).
     pub async fn send_task_heartbeat(&self, token: &str) -> Result<(), EngineError> {
-        let _ = token;
-        todo!()
+        check_token(token)?;
+        let token = token.to_owned();
+        self.call(|reply| Command::Heartbeat { token, reply }).await
     }
 
+    /// Stops the writer after the commands already queued; running executions stay in the
+    /// database and continue on the next open.
     pub async fn shutdown(&self) {
-        todo!()
+        let (reply, rx) = oneshot::channel();
+        if self
+            .inner
+            .tx
+            .send(Command::Shutdown { reply: Some(reply) })
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+        let handle = self
+            .inner
+            .thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
     }
+}
+
+fn page_size(max_results: Option<u32>) -> Result<u32, EngineError> {
+    match max_results {
+        None | Some(0) => Ok(100),
+        Some(n) if n <= 1000 => Ok(n),
+        Some(n) => Err(EngineError::Validation(format!(
+            "maxResults must be at most 1000, got {n}"
+        ))),
+    }
+}
+
+fn parse_token(token: Option<&str>) -> Result<Option<i64>, EngineError> {
+    token
+        .map(|t| {
+            t.parse()
+                .map_err(|_| EngineError::Validation("Invalid nextToken".to_owned()))
+        })
+        .transpose()
+}
+
+/// Tokens are base64url text of bounded length; anything else cannot be one of ours.
+fn check_token(token: &str) -> Result<(), EngineError> {
+    let ok = !token.is_empty()
+        && token.len() <= 2048
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::InvalidToken("Invalid Token".to_owned()))
+    }
+}
+
+fn check_error_fields(error: Option<&str>, cause: Option<&str>) -> Result<(), EngineError> {
+    if error.is_some_and(|e| e.chars().count() > 256) {
+        return Err(EngineError::Validation(
+            "error must be at most 256 characters".to_owned(),
+        ));
+    }
+    if cause.is_some_and(|c| c.chars().count() > 32_768) {
+        return Err(EngineError::Validation(
+            "cause must be at most 32768 characters".to_owned(),
+        ));
+    }
+    Ok(())
 }

@@ -1,0 +1,559 @@
+//! The engine's SQLite store: schema, migrations and every query. Writes happen only on the
+//! driver's writer thread inside its grouped transactions; reads use their own connection (WAL
+//! lets them run beside the writer).
+
+use crate::api::ExecutionStatus;
+use crate::core::history::EventDraft;
+use crate::driver::SyncPolicy;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+
+pub type Result<T> = std::result::Result<T, rusqlite::Error>;
+
+/// Each entry moves the schema one version forward; applied in order, once.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE state_machines (
+    arn        TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    definition TEXT NOT NULL,
+    role_arn   TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE activities (
+    arn        TEXT PRIMARY KEY,
+    name       TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE executions (
+    id       INTEGER PRIMARY KEY,
+    arn      TEXT NOT NULL UNIQUE,
+    sm_arn   TEXT NOT NULL,
+    name     TEXT NOT NULL,
+    status   TEXT NOT NULL,
+    input    TEXT NOT NULL,
+    output   TEXT,
+    error    TEXT,
+    cause    TEXT,
+    start_ms INTEGER NOT NULL,
+    stop_ms  INTEGER,
+    -- The interpreter's state while RUNNING; NULL once the execution has ended.
+    snapshot BLOB
+);
+CREATE INDEX executions_by_machine ON executions (sm_arn, id);
+CREATE INDEX executions_by_status ON executions (sm_arn, status, id);
+CREATE TABLE history (
+    exec_id INTEGER NOT NULL,
+    id      INTEGER NOT NULL,
+    prev    INTEGER NOT NULL,
+    ts_ms   INTEGER NOT NULL,
+    type    TEXT NOT NULL,
+    details TEXT,
+    PRIMARY KEY (exec_id, id)
+) WITHOUT ROWID;
+-- status: 0 scheduled (waiting for a worker), 1 started (handed out), 2 closed.
+CREATE TABLE tasks (
+    seq           INTEGER PRIMARY KEY,
+    token         TEXT NOT NULL UNIQUE,
+    exec_id       INTEGER NOT NULL,
+    activity_arn  TEXT,
+    resource      TEXT NOT NULL,
+    state_name    TEXT NOT NULL,
+    input         TEXT,
+    status        INTEGER NOT NULL,
+    heartbeat_s   INTEGER,
+    worker        TEXT
+);
+CREATE INDEX tasks_queue ON tasks (activity_arn, seq) WHERE status = 0;
+CREATE INDEX tasks_open_handlers ON tasks (seq) WHERE status < 2 AND activity_arn IS NULL;
+-- kind: 1 interpreter timer (ref = timer id), 2 task timeout, 3 heartbeat (ref = token),
+-- 4 execution timeout.
+CREATE TABLE timers (
+    exec_id INTEGER NOT NULL,
+    kind    INTEGER NOT NULL,
+    ref     TEXT NOT NULL,
+    due_ms  INTEGER NOT NULL,
+    PRIMARY KEY (exec_id, kind, ref)
+) WITHOUT ROWID;
+CREATE INDEX timers_by_due ON timers (due_ms);
+"#];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    Timer = 1,
+    TaskTimeout = 2,
+    Heartbeat = 3,
+    ExecutionTimeout = 4,
+}
+
+impl TimerKind {
+    fn from_i64(v: i64) -> Option<Self> {
+        Some(match v {
+            1 => TimerKind::Timer,
+            2 => TimerKind::TaskTimeout,
+            3 => TimerKind::Heartbeat,
+            4 => TimerKind::ExecutionTimeout,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StateMachineRow {
+    pub arn: String,
+    pub name: String,
+    pub definition: String,
+    pub role_arn: String,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecutionRow {
+    pub id: i64,
+    pub arn: String,
+    pub sm_arn: String,
+    pub name: String,
+    pub status: ExecutionStatus,
+    pub input: String,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    pub cause: Option<String>,
+    pub start_ms: i64,
+    pub stop_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskRow {
+    pub token: String,
+    pub exec_id: i64,
+    pub activity_arn: Option<String>,
+    pub resource: String,
+    pub state_name: String,
+    pub input: Option<String>,
+    pub status: i64,
+    pub heartbeat_s: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DueTimer {
+    pub exec_id: i64,
+    pub kind: TimerKind,
+    pub reference: String,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+const EXECUTION_COLUMNS: &str =
+    "id, arn, sm_arn, name, status, input, output, error, cause, start_ms, stop_ms";
+
+fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
+    let status: String = r.get(4)?;
+    Ok(ExecutionRow {
+        id: r.get(0)?,
+        arn: r.get(1)?,
+        sm_arn: r.get(2)?,
+        name: r.get(3)?,
+        status: ExecutionStatus::parse(&status).unwrap_or(ExecutionStatus::Failed),
+        input: r.get(5)?,
+        output: r.get(6)?,
+        error: r.get(7)?,
+        cause: r.get(8)?,
+        start_ms: r.get(9)?,
+        stop_ms: r.get(10)?,
+    })
+}
+
+const TASK_COLUMNS: &str =
+    "token, exec_id, activity_arn, resource, state_name, input, status, heartbeat_s";
+
+fn task_row(r: &rusqlite::Row) -> Result<TaskRow> {
+    Ok(TaskRow {
+        token: r.get(0)?,
+        exec_id: r.get(1)?,
+        activity_arn: r.get(2)?,
+        resource: r.get(3)?,
+        state_name: r.get(4)?,
+        input: r.get(5)?,
+        status: r.get(6)?,
+        heartbeat_s: r.get(7)?,
+    })
+}
+
+impl Store {
+    /// Opens the database, sets WAL and the sync policy, and brings the schema up to date.
+    pub fn open(path: &Path, sync: SyncPolicy) -> Result<Store> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        let synchronous = match sync {
+            SyncPolicy::Full => "FULL",
+            SyncPolicy::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", synchronous)?;
+        // Checkpoints run on the writer thread between batches; keep the WAL bounded.
+        conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        let store = Store { conn };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// A second connection for reads.
+    pub fn open_reader(path: &Path) -> Result<Store> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.set_prepared_statement_cache_capacity(32);
+        Ok(Store { conn })
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let version: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            let tx = self.conn.unchecked_transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    pub fn begin(&self) -> Result<()> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")
+    }
+
+    pub fn commit(&self) -> Result<()> {
+        self.conn.execute_batch("COMMIT")
+    }
+
+    pub fn rollback(&self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+
+    // ---- state machines and activities ------------------------------------------------------
+
+    pub fn state_machine(&self, arn: &str) -> Result<Option<StateMachineRow>> {
+        self.conn
+            .prepare_cached(
+                "SELECT arn, name, definition, role_arn, created_ms FROM state_machines WHERE arn = ?",
+            )?
+            .query_row([arn], |r| {
+                Ok(StateMachineRow {
+                    arn: r.get(0)?,
+                    name: r.get(1)?,
+                    definition: r.get(2)?,
+                    role_arn: r.get(3)?,
+                    created_ms: r.get(4)?,
+                })
+            })
+            .optional()
+    }
+
+    pub fn insert_state_machine(&self, row: &StateMachineRow) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO state_machines (arn, name, definition, role_arn, created_ms) VALUES (?, ?, ?, ?, ?)",
+            )?
+            .execute(params![row.arn, row.name, row.definition, row.role_arn, row.created_ms])?;
+        Ok(())
+    }
+
+    pub fn activity_created(&self, arn: &str) -> Result<Option<i64>> {
+        self.conn
+            .prepare_cached("SELECT created_ms FROM activities WHERE arn = ?")?
+            .query_row([arn], |r| r.get(0))
+            .optional()
+    }
+
+    pub fn insert_activity(&self, arn: &str, name: &str, created_ms: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("INSERT INTO activities (arn, name, created_ms) VALUES (?, ?, ?)")?
+            .execute(params![arn, name, created_ms])?;
+        Ok(())
+    }
+
+    pub fn activity_arns(&self) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare("SELECT arn FROM activities")?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect()
+    }
+
+    // ---- executions -------------------------------------------------------------------------
+
+    pub fn execution_by_arn(&self, arn: &str) -> Result<Option<ExecutionRow>> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE arn = ?"
+            ))?
+            .query_row([arn], execution_row)
+            .optional()
+    }
+
+    pub fn execution_by_id(&self, id: i64) -> Result<Option<ExecutionRow>> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?"
+            ))?
+            .query_row([id], execution_row)
+            .optional()
+    }
+
+    pub fn snapshot(&self, id: i64) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .prepare_cached("SELECT snapshot FROM executions WHERE id = ?")?
+            .query_row([id], |r| r.get(0))
+            .optional()
+            .map(Option::flatten)
+    }
+
+    pub fn insert_execution(&self, row: &ExecutionRow) -> Result<i64> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO executions (arn, sm_arn, name, status, input, start_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                row.arn,
+                row.sm_arn,
+                row.name,
+                row.status.as_str(),
+                row.input,
+                row.start_ms
+            ])?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    pub fn save_snapshot(&self, id: i64, snapshot: &[u8]) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE executions SET snapshot = ? WHERE id = ?")?
+            .execute(params![snapshot, id])?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn close_execution(
+        &self,
+        id: i64,
+        status: ExecutionStatus,
+        output: Option<&str>,
+        error: Option<&str>,
+        cause: Option<&str>,
+        stop_ms: i64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE executions SET status = ?, output = ?, error = ?, cause = ?, stop_ms = ?, snapshot = NULL WHERE id = ?",
+            )?
+            .execute(params![status.as_str(), output, error, cause, stop_ms, id])?;
+        Ok(())
+    }
+
+    /// Executions of a state machine, newest first, after the `before` id.
+    pub fn list_executions(
+        &self,
+        sm_arn: &str,
+        status: Option<ExecutionStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ExecutionRow>> {
+        let before = before.unwrap_or(i64::MAX);
+        match status {
+            Some(s) => {
+                let mut stmt = self.conn.prepare_cached(&format!(
+                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND status = ? AND id < ? ORDER BY id DESC LIMIT ?"
+                ))?;
+                let rows =
+                    stmt.query_map(params![sm_arn, s.as_str(), before, limit], execution_row)?;
+                rows.collect()
+            }
+            None => {
+                let mut stmt = self.conn.prepare_cached(&format!(
+                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND id < ? ORDER BY id DESC LIMIT ?"
+                ))?;
+                let rows = stmt.query_map(params![sm_arn, before, limit], execution_row)?;
+                rows.collect()
+            }
+        }
+    }
+
+    // ---- history ----------------------------------------------------------------------------
+
+    pub fn append_events(&self, exec_id: i64, events: &[EventDraft]) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT INTO history (exec_id, id, prev, ts_ms, type, details) VALUES (?, ?, ?, ?, ?, ?)",
+        )?;
+        for e in events {
+            let details = e.details.as_ref().map(|d| d.to_string());
+            stmt.execute(params![
+                exec_id,
+                e.id as i64,
+                e.previous_event_id as i64,
+                e.timestamp.timestamp_millis(),
+                e.event_type,
+                details
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// Events after (or, in reverse, before) `cursor`, at most `limit`.
+    pub fn events(
+        &self,
+        exec_id: i64,
+        cursor: Option<i64>,
+        reverse: bool,
+        limit: u32,
+    ) -> Result<Vec<(i64, i64, i64, String, Option<String>)>> {
+        let sql = if reverse {
+            "SELECT id, prev, ts_ms, type, details FROM history WHERE exec_id = ? AND id < ? ORDER BY id DESC LIMIT ?"
+        } else {
+            "SELECT id, prev, ts_ms, type, details FROM history WHERE exec_id = ? AND id > ? ORDER BY id LIMIT ?"
+        };
+        let cursor = cursor.unwrap_or(if reverse { i64::MAX } else { 0 });
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![exec_id, cursor, limit], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
+        rows.collect()
+    }
+
+    // ---- tasks ------------------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_task(
+        &self,
+        token: &str,
+        exec_id: i64,
+        activity_arn: Option<&str>,
+        resource: &str,
+        state_name: &str,
+        input: &str,
+        heartbeat_s: Option<u64>,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO tasks (token, exec_id, activity_arn, resource, state_name, input, status, heartbeat_s) VALUES (?, ?, ?, ?, ?, ?, 0, ?)",
+            )?
+            .execute(params![
+                token,
+                exec_id,
+                activity_arn,
+                resource,
+                state_name,
+                input,
+                heartbeat_s.map(|h| h as i64)
+            ])?;
+        Ok(())
+    }
+
+    pub fn task(&self, token: &str) -> Result<Option<TaskRow>> {
+        self.conn
+            .prepare_cached(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE token = ?"))?
+            .query_row([token], task_row)
+            .optional()
+    }
+
+    /// The oldest task of an activity that no worker has taken yet.
+    pub fn next_scheduled(&self, activity_arn: &str) -> Result<Option<TaskRow>> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE activity_arn = ? AND status = 0 ORDER BY seq LIMIT 1"
+            ))?
+            .query_row([activity_arn], task_row)
+            .optional()
+    }
+
+    pub fn mark_started(&self, token: &str, worker: Option<&str>) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE tasks SET status = 1, worker = ? WHERE token = ?")?
+            .execute(params![worker, token])?;
+        Ok(())
+    }
+
+    /// Closes a task: its token is dead from now on. The input is dropped to save space.
+    pub fn close_task(&self, token: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE tasks SET status = 2, input = NULL WHERE token = ?")?
+            .execute([token])?;
+        self.conn
+            .prepare_cached("DELETE FROM timers WHERE kind IN (2, 3) AND ref = ? AND exec_id = (SELECT exec_id FROM tasks WHERE token = ?)")?
+            .execute([token, token])?;
+        Ok(())
+    }
+
+    /// Tasks for in-process handlers that were scheduled but not answered (to re-invoke after
+    /// a restart).
+    pub fn open_handler_tasks(&self) -> Result<Vec<TaskRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE status < 2 AND activity_arn IS NULL ORDER BY seq"
+        ))?;
+        let rows = stmt.query_map([], task_row)?;
+        rows.collect()
+    }
+
+    // ---- timers -----------------------------------------------------------------------------
+
+    pub fn set_timer(
+        &self,
+        exec_id: i64,
+        kind: TimerKind,
+        reference: &str,
+        due_ms: i64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO timers (exec_id, kind, ref, due_ms) VALUES (?, ?, ?, ?) ON CONFLICT (exec_id, kind, ref) DO UPDATE SET due_ms = excluded.due_ms",
+            )?
+            .execute(params![exec_id, kind as i64, reference, due_ms])?;
+        Ok(())
+    }
+
+    pub fn delete_timer(&self, exec_id: i64, kind: TimerKind, reference: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM timers WHERE exec_id = ? AND kind = ? AND ref = ?")?
+            .execute(params![exec_id, kind as i64, reference])?;
+        Ok(())
+    }
+
+    pub fn delete_timers_of(&self, exec_id: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM timers WHERE exec_id = ?")?
+            .execute([exec_id])?;
+        Ok(())
+    }
+
+    pub fn next_due(&self) -> Result<Option<i64>> {
+        self.conn
+            .prepare_cached("SELECT MIN(due_ms) FROM timers")?
+            .query_row([], |r| r.get(0))
+    }
+
+    /// Removes and returns timers due at `now_ms`, oldest first.
+    pub fn take_due(&self, now_ms: i64, limit: u32) -> Result<Vec<DueTimer>> {
+        let due: Vec<(i64, i64, String)> = {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT exec_id, kind, ref FROM timers WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
+            )?;
+            let rows = stmt.query_map(params![now_ms, limit], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+            rows.collect::<Result<_>>()?
+        };
+        let mut out = Vec::with_capacity(due.len());
+        let mut delete = self
+            .conn
+            .prepare_cached("DELETE FROM timers WHERE exec_id = ? AND kind = ? AND ref = ?")?;
+        for (exec_id, kind, reference) in due {
+            delete.execute(params![exec_id, kind, reference])?;
+            if let Some(kind) = TimerKind::from_i64(kind) {
+                out.push(DueTimer {
+                    exec_id,
+                    kind,
+                    reference,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
