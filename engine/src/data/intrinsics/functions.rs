@@ -39,7 +39,7 @@ pub(super) fn is_known(name: &str) -> bool {
 }
 
 pub(super) fn apply(name: &str, args: Vec<Evaluated>) -> Result<Value, DataError> {
-    let f = Fn { name, args: &args };
+    let f = Invocation { name, args: &args };
     match name {
         "Format" => f.format(),
         "StringToJson" => {
@@ -194,12 +194,12 @@ fn digest<D: sha2::Digest>(data: &[u8]) -> String {
 }
 
 /// One call being applied: its name (for messages) and its arguments, with typed accessors.
-struct Fn<'a> {
+struct Invocation<'a> {
     name: &'a str,
     args: &'a [Evaluated],
 }
 
-impl<'a> Fn<'a> {
+impl<'a> Invocation<'a> {
     fn fail(&self, why: impl std::fmt::Display) -> DataError {
         DataError::intrinsic(format!("Invalid arguments in States.{}: {why}", self.name))
     }
