@@ -18,6 +18,8 @@ mod duplicates;
 mod fields;
 mod rules;
 mod states;
+#[cfg(test)]
+mod tests;
 
 use super::{DefinitionError, Problem, State, StateMachine, Transition};
 use fields::{Loc, Problems};
