@@ -79,7 +79,7 @@ const TOP_FIELDS: &[&str] = &[
 ];
 /// Fields of a Parallel branch.
 const BRANCH_FIELDS: &[&str] = &["StartAt", "States", "Comment"];
-/// Fields of a Map `ItemProcessor` (the legacy `Iterator` takes the same ones).
+/// Fields of a Map `ItemProcessor` or of its legacy form `Iterator`.
 const PROCESSOR_FIELDS: &[&str] = &["StartAt", "States", "Comment", "ProcessorConfig"];
 
 fn parse_top(value: &Value, problems: &mut Problems) -> Option<StateMachine> {

@@ -383,15 +383,18 @@ fn map(obj: &Map<String, Value>, loc: &Loc, problems: &mut Problems) -> MapSpec 
             );
             None
         }
-        (Some(p), None) => {
-            let processor_loc = loc.nested("ItemProcessor");
+        // The legacy `Iterator` takes the same fields, `ProcessorConfig` included.
+        (Some(p), None) | (None, Some(p)) => {
+            let key = if obj.contains_key("ItemProcessor") {
+                "ItemProcessor"
+            } else {
+                "Iterator"
+            };
+            let processor_loc = loc.nested(key);
             if let Some(config) = p.get("ProcessorConfig") {
                 processor_config(config, &processor_loc, problems);
             }
             parse_nested(p, PROCESSOR_FIELDS, &processor_loc, problems)
-        }
-        (None, Some(p)) => {
-            parse_nested(p, &PROCESSOR_FIELDS[..3], &loc.nested("Iterator"), problems)
         }
         (None, None) => {
             problems.at(loc, "ItemProcessor", "is required");
