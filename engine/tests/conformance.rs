@@ -178,7 +178,12 @@ async fn run_all(engine: &Engine, cases: Vec<Case>) -> Vec<Outcome> {
 }
 
 async fn run_case(engine: &Engine, case: &Case) -> Outcome {
-    let (actual, failure) = match execute(engine, case).await {
+    // Bounds every verb, not just the wait: a hung call fails its case instead of the run.
+    let limit = CASE_TIMEOUT + Duration::from_secs(30);
+    let result = tokio::time::timeout(limit, execute(engine, case))
+        .await
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("no result after {} s", limit.as_secs())));
+    let (actual, failure) = match result {
         Ok(actual) => {
             let verdict = compare(
                 &case.expected,
