@@ -4,7 +4,7 @@
 pub mod choice;
 mod model;
 mod parse;
-mod timestamp;
+pub mod timestamp;
 
 pub use model::*;
 pub use parse::{parse, parse_value};

@@ -10,11 +10,13 @@
 //! * this file — entry points, state machines (top level, Parallel branches, Map processors),
 //!   transition targets, reachability and state-name uniqueness;
 //! * [`fields`] — typed field readers that report problems (paths, templates, numbers, …);
-//! * [`states`] — one parser per state type, with Retry/Catch;
+//! * [`states`] — one parser per state type;
+//! * [`errors`] — Retry and Catch;
 //! * [`rules`] — Choice rules;
 //! * [`duplicates`] — duplicate state names, which `serde_json::Value` cannot represent.
 
 mod duplicates;
+mod errors;
 mod fields;
 mod rules;
 mod states;
