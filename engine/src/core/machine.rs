@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
+/// The largest result a state may produce (AWS's 256 KiB payload quota).
+const MAX_PAYLOAD: usize = 262_144;
+
 /// Everything the engine must remember about a running execution between events.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecState {
@@ -346,6 +349,16 @@ impl<'i, 's> Run<'i, 's> {
                 .map_err(|e| self.data_failure(id, e))?,
             None => result,
         };
+        if history::json_text(&selected).len() > MAX_PAYLOAD {
+            return Err(Failure {
+                error: Some("States.DataLimitExceeded".to_owned()),
+                cause: Some(format!(
+                    "The state/task '{}' returned a result with a size exceeding the maximum number of bytes service limit.",
+                    state.name
+                )),
+                terminal: true,
+            });
+        }
         let assigned = self.evaluate_assign(id, state.assign.as_ref(), &selected)?;
         let raw = self.frame(id).input.clone();
         let merged = data::apply_result_path(&state.result_path, &raw, selected)

@@ -31,9 +31,9 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
         Some(NumberOrPath::Literal(n)) => *n as usize,
         Some(NumberOrPath::Path(path)) => {
             let value = select(run, id, &effective, path, "MaxConcurrencyPath")?;
-            match value.as_u64() {
-                Some(n) => n as usize,
-                None => {
+            match as_integer(&value) {
+                Some(n) if n >= 0 => n as usize,
+                _ => {
                     return Err(not_valid(
                         run,
                         id,
@@ -51,7 +51,7 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
         Some(NumberOrPath::Literal(n)) => Some(*n),
         Some(NumberOrPath::Path(path)) => {
             let value = select(run, id, &effective, path, "ToleratedFailureCountPath")?;
-            match value.as_i64() {
+            match as_integer(&value) {
                 Some(n) if n < 0 => {
                     return Err(runtime(
                         run,
@@ -78,7 +78,11 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
         Some(FloatOrPath::Literal(p)) => Some(*p),
         Some(FloatOrPath::Path(path)) => {
             let value = select(run, id, &effective, path, "ToleratedFailurePercentagePath")?;
-            match value.as_f64() {
+            let number = match &value {
+                Value::String(s) => s.trim().parse::<f64>().ok(),
+                other => other.as_f64(),
+            };
+            match number {
                 Some(p) => Some(p),
                 None => {
                     return Err(not_valid(
@@ -164,4 +168,12 @@ fn not_valid(run: &Run, id: u64, field: &str, value: &Value, kind: &str, path: &
             "The {field} field refers to value \"{shown}\" which is not a valid {kind}: {path}"
         ),
     )
+}
+
+/// An integer as AWS reads one from a `…Path` field: a JSON integer or a string holding one.
+fn as_integer(value: &Value) -> Option<i64> {
+    match value {
+        Value::String(s) => s.trim().parse().ok(),
+        other => other.as_i64(),
+    }
 }
