@@ -315,16 +315,23 @@ impl Writer {
         self.expire_pollers();
     }
 
+    /// Answers "no task" to every poll whose deadline has passed (and forgets polls whose
+    /// caller went away). Deadlines differ per poll, so the whole queue is scanned.
     fn expire_pollers(&mut self) {
         let now = Instant::now();
         for queue in self.pollers.values_mut() {
-            while let Some(p) = queue.front() {
-                if p.deadline > now && !p.reply.is_closed() {
-                    break;
+            let mut kept = VecDeque::with_capacity(queue.len());
+            for p in queue.drain(..) {
+                if p.reply.is_closed() {
+                    continue;
                 }
-                let p = queue.pop_front().expect("front exists");
-                let _ = p.reply.send(Ok(None));
+                if p.deadline <= now {
+                    let _ = p.reply.send(Ok(None));
+                } else {
+                    kept.push_back(p);
+                }
             }
+            *queue = kept;
         }
         self.pollers.retain(|_, q| !q.is_empty());
     }
@@ -559,7 +566,9 @@ impl Writer {
                 if done {
                     let _ = reply.send(());
                 } else {
-                    self.watchers.entry(arn).or_default().push(reply);
+                    let watchers = self.watchers.entry(arn).or_default();
+                    watchers.retain(|w| !w.is_closed());
+                    watchers.push(reply);
                 }
             }
             Command::Shutdown { .. } => {}
