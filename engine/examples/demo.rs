@@ -15,7 +15,9 @@ use std::time::Duration;
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let db = std::env::args().nth(1).unwrap_or_else(|| "engine-demo.db".to_owned());
+    let db = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "engine-demo.db".to_owned());
     let engine = Engine::open(EngineConfig::new(&db), None).await?;
 
     let reserve = engine.create_activity("demo-reserve").await?.activity_arn;
@@ -54,25 +56,52 @@ async fn main() -> Result<()> {
             let mut attempts = std::collections::HashMap::<String, u32>::new();
             loop {
                 for activity in [&reserve, &charge] {
-                    let Ok(Some(task)) =
-                        engine.get_activity_task(activity, Some("demo-worker"), Duration::from_millis(100)).await
+                    let Ok(Some(task)) = engine
+                        .get_activity_task(
+                            activity,
+                            Some("demo-worker"),
+                            Duration::from_millis(100),
+                        )
+                        .await
                     else {
                         continue;
                     };
                     let input: Value = serde_json::from_str(&task.input).unwrap_or_default();
                     let order = input["orderId"].as_str().unwrap_or_default().to_owned();
                     if activity == &reserve {
-                        let _ = engine.send_task_success(&task.task_token, &json!({"reserved": true}).to_string()).await;
+                        let _ = engine
+                            .send_task_success(
+                                &task.task_token,
+                                &json!({"reserved": true}).to_string(),
+                            )
+                            .await;
                         continue;
                     }
                     let n = attempts.entry(order.clone()).or_default();
                     *n += 1;
                     let result = if *n == 1 {
-                        engine.send_task_failure(&task.task_token, Some("Payment.Unavailable"), Some("gateway timeout")).await
+                        engine
+                            .send_task_failure(
+                                &task.task_token,
+                                Some("Payment.Unavailable"),
+                                Some("gateway timeout"),
+                            )
+                            .await
                     } else if input["card"] == "declined" {
-                        engine.send_task_failure(&task.task_token, Some("Payment.Declined"), Some("card declined")).await
+                        engine
+                            .send_task_failure(
+                                &task.task_token,
+                                Some("Payment.Declined"),
+                                Some("card declined"),
+                            )
+                            .await
                     } else {
-                        engine.send_task_success(&task.task_token, &json!({"chargeId": format!("ch_{order}")}).to_string()).await
+                        engine
+                            .send_task_success(
+                                &task.task_token,
+                                &json!({"chargeId": format!("ch_{order}")}).to_string(),
+                            )
+                            .await
                     };
                     result.ok();
                 }
@@ -80,7 +109,9 @@ async fn main() -> Result<()> {
         })
     };
 
-    let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
     for (suffix, card) in [("ok", "visa"), ("declined", "declined")] {
         let order_id = format!("order-{run}-{suffix}");
         let started = engine
@@ -90,7 +121,9 @@ async fn main() -> Result<()> {
                 input: Some(json!({"orderId": order_id, "card": card}).to_string()),
             })
             .await?;
-        let done = engine.wait_for_completion(&started.execution_arn, Duration::from_secs(30)).await?;
+        let done = engine
+            .wait_for_completion(&started.execution_arn, Duration::from_secs(30))
+            .await?;
         println!("\n{} → {}", started.execution_arn, done.status.as_str());
         if let Some(output) = &done.output {
             println!("  output: {output}");
@@ -112,9 +145,16 @@ async fn main() -> Result<()> {
     worker.abort();
 
     let all = engine
-        .list_executions(ListExecutionsInput { state_machine_arn: sm, max_results: Some(1000), ..Default::default() })
+        .list_executions(ListExecutionsInput {
+            state_machine_arn: sm,
+            max_results: Some(1000),
+            ..Default::default()
+        })
         .await?;
-    println!("\n{} executions of demo-order are stored in {db}", all.executions.len());
+    println!(
+        "\n{} executions of demo-order are stored in {db}",
+        all.executions.len()
+    );
     engine.shutdown().await;
     Ok(())
 }

@@ -58,8 +58,7 @@ pub fn apply_filter_path(path: &crate::asl::OptPath, scope: &Scope) -> Result<Va
 
 /// Merges `result` into `raw_input` at `ResultPath`. `Null` discards the result (returns the raw
 /// input); `$` replaces the input. Missing intermediate objects are created. Writing through a
-/// non-object is `States.Runtime` with AWS's message
-/// (`Invalid path '$.a.b' : Missing property in path $['a']`, …).
+/// non-object (or past the end of an array) is `States.ResultPathMatchFailure`.
 pub fn apply_result_path(
     path: &crate::asl::OptPath,
     raw_input: &Value,
@@ -81,15 +80,4 @@ pub fn eval_expression(expr: &str, field: &str, scope: &Scope) -> Result<Value, 
     } else {
         jsonpath::select_for_field(expr, field, scope)
     }
-}
-
-/// Parses a timestamp the way Step Functions accepts one: RFC 3339 with an uppercase `T`
-/// separator and a `Z` or numeric offset, fractional seconds allowed.
-pub fn parse_timestamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-    if text.as_bytes().get(10) != Some(&b'T') {
-        return None;
-    }
-    chrono::DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&chrono::Utc))
 }

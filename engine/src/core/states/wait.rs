@@ -3,8 +3,9 @@
 use super::super::errors::Failure;
 use super::super::machine::{FrameWait, Run};
 use super::{effective_input, output, runtime};
+use crate::asl::timestamp::parse_timestamp;
 use crate::asl::{State, WaitSpec};
-use crate::data::{jsonpath, parse_timestamp};
+use crate::data::jsonpath;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 
@@ -47,7 +48,7 @@ fn due_time(
     };
     match spec {
         WaitSpec::Seconds(n) => Ok(run.now + seconds(*n)),
-        WaitSpec::Timestamp(text) => parse_timestamp(text).ok_or_else(|| {
+        WaitSpec::Timestamp(text) => parse_timestamp(text).map(|t| t.to_utc()).ok_or_else(|| {
             runtime(
                 run,
                 id,
@@ -76,7 +77,7 @@ fn due_time(
         }
         WaitSpec::TimestampPath(path) => {
             let value = select(path)?;
-            value.as_str().and_then(parse_timestamp).ok_or_else(|| {
+            value.as_str().and_then(parse_timestamp).map(|t| t.to_utc()).ok_or_else(|| {
                 let shown = match &value {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
