@@ -1,0 +1,314 @@
+//! Domain records of the order saga.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The business key of every layer: 1–80 characters of `[A-Za-z0-9_-]` (also a valid Step
+/// Functions execution name, which it becomes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct OrderId(String);
+
+impl OrderId {
+    pub fn parse(s: &str) -> Result<OrderId, String> {
+        if s.is_empty() || s.len() > 80 {
+            return Err("must be 1 to 80 characters".to_owned());
+        }
+        if !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err("may contain only letters, digits, '-' and '_'".to_owned());
+        }
+        Ok(OrderId(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Idempotency key of the order's charge.
+    pub fn charge_key(&self) -> String {
+        format!("charge:{}", self.0)
+    }
+
+    /// Idempotency key of the order's refund.
+    pub fn refund_key(&self) -> String {
+        format!("refund:{}", self.0)
+    }
+}
+
+impl TryFrom<String> for OrderId {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        OrderId::parse(&s)
+    }
+}
+
+impl From<OrderId> for String {
+    fn from(id: OrderId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for OrderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LineItem {
+    pub sku: String,
+    pub quantity: u32,
+    pub unit_price_cents: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Address {
+    pub name: String,
+    pub line1: String,
+    pub city: String,
+    pub postal_code: String,
+    pub country: String,
+}
+
+/// The saga status kept on the order record. It only moves forward (see [`OrderStatus::rank`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OrderStatus {
+    Accepted,
+    Reserved,
+    Charged,
+    AwaitingApproval,
+    Approved,
+    Completed,
+    Compensating,
+    Cancelled,
+    CompensationFailed,
+}
+
+impl OrderStatus {
+    pub const ALL: [OrderStatus; 9] = [
+        OrderStatus::Accepted,
+        OrderStatus::Reserved,
+        OrderStatus::Charged,
+        OrderStatus::AwaitingApproval,
+        OrderStatus::Approved,
+        OrderStatus::Completed,
+        OrderStatus::Compensating,
+        OrderStatus::Cancelled,
+        OrderStatus::CompensationFailed,
+    ];
+
+    /// Order of progress: a status may only be replaced by one of a higher rank. The forward
+    /// path ranks 0–4, compensation 5, and the three ends share the top rank, so no end is ever
+    /// left (a completed order is never compensated, a cancelled one never completes).
+    pub fn rank(self) -> u8 {
+        match self {
+            OrderStatus::Accepted => 0,
+            OrderStatus::Reserved => 1,
+            OrderStatus::Charged => 2,
+            OrderStatus::AwaitingApproval => 3,
+            OrderStatus::Approved => 4,
+            OrderStatus::Compensating => 5,
+            OrderStatus::Completed | OrderStatus::Cancelled | OrderStatus::CompensationFailed => 6,
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self.rank() == 6
+    }
+
+    pub fn can_move_to(self, next: OrderStatus) -> bool {
+        next.rank() > self.rank()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrderStatus::Accepted => "ACCEPTED",
+            OrderStatus::Reserved => "RESERVED",
+            OrderStatus::Charged => "CHARGED",
+            OrderStatus::AwaitingApproval => "AWAITING_APPROVAL",
+            OrderStatus::Approved => "APPROVED",
+            OrderStatus::Completed => "COMPLETED",
+            OrderStatus::Compensating => "COMPENSATING",
+            OrderStatus::Cancelled => "CANCELLED",
+            OrderStatus::CompensationFailed => "COMPENSATION_FAILED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OrderStatus> {
+        OrderStatus::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// A new order as the HTTP layer accepted it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewOrder {
+    pub order_id: OrderId,
+    pub customer_id: String,
+    pub items: Vec<LineItem>,
+    pub currency: String,
+    pub payment_method: String,
+    pub shipping_address: Address,
+    /// Σ quantity × unit price, computed without overflow by the caller.
+    pub amount_cents: u64,
+    pub requires_approval: bool,
+    /// Hash of the canonical request body: the same order id with another body is a conflict.
+    pub body_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Why an order was cancelled (the error and cause that started the compensation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub error: String,
+    pub cause: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Reject,
+}
+
+/// The approval part of an order that needed one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    pub requested_at: DateTime<Utc>,
+    /// The task token the AwaitApproval step parked; `None` once decided.
+    pub task_token: Option<String>,
+    pub decision: Option<Decision>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+/// An order record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Order {
+    #[serde(flatten)]
+    pub new: NewOrder,
+    pub status: OrderStatus,
+    pub execution_arn: Option<String>,
+    pub failure: Option<Failure>,
+    pub approval: Option<Approval>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Order {
+    pub fn id(&self) -> &OrderId {
+        &self.new.order_id
+    }
+}
+
+/// Stock of one SKU. `available + reserved + shipped` is what was ever stocked (conservation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StockLevel {
+    pub sku: String,
+    pub available: u64,
+    pub reserved: u64,
+    pub shipped: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReservationStatus {
+    Held,
+    Released,
+    Shipped,
+}
+
+/// The one reservation of an order: every line or none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    pub order_id: OrderId,
+    pub lines: Vec<ReservedLine>,
+    pub status: ReservationStatus,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservedLine {
+    pub sku: String,
+    pub quantity: u32,
+}
+
+/// A successful charge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Charge {
+    pub charge_id: String,
+    pub idempotency_key: String,
+    pub order_id: OrderId,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Refund {
+    pub refund_id: String,
+    pub idempotency_key: String,
+    pub charge_id: String,
+    pub order_id: OrderId,
+    pub amount_cents: u64,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Shipment {
+    pub shipment_id: String,
+    pub order_id: OrderId,
+    pub tracking_number: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_ids_follow_execution_name_rules() {
+        assert!(OrderId::parse("order_1-A").is_ok());
+        assert!(OrderId::parse("").is_err());
+        assert!(OrderId::parse(&"x".repeat(81)).is_err());
+        assert!(OrderId::parse("a/b").is_err());
+        assert!(OrderId::parse("ünï").is_err());
+    }
+
+    #[test]
+    fn keys_derive_from_the_order_id() {
+        let id = OrderId::parse("o1").unwrap();
+        assert_eq!(id.charge_key(), "charge:o1");
+        assert_eq!(id.refund_key(), "refund:o1");
+    }
+
+    #[test]
+    fn status_only_moves_forward_and_never_leaves_an_end() {
+        use OrderStatus::*;
+        assert!(Accepted.can_move_to(Reserved));
+        assert!(Charged.can_move_to(Compensating));
+        assert!(Compensating.can_move_to(Cancelled));
+        assert!(!Reserved.can_move_to(Accepted));
+        assert!(!Completed.can_move_to(Compensating));
+        assert!(!Cancelled.can_move_to(Completed));
+        assert!(!Reserved.can_move_to(Reserved));
+        for s in OrderStatus::ALL {
+            assert_eq!(OrderStatus::parse(s.as_str()), Some(s));
+        }
+    }
+}

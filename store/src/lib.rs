@@ -1,0 +1,11 @@
+//! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
+//! through which steps reach them (repositories and gateways), the catalogue of error names the
+//! steps report, and the SQLite adapters and sandbox gateways of the embedded default.
+
+pub mod domain;
+pub mod error;
+pub mod ports;
+
+pub use domain::*;
+pub use error::{ErrorName, GatewayError, StoreError};
+pub use ports::*;

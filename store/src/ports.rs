@@ -1,0 +1,191 @@
+//! The ports through which the saga reaches its state and the outside world. Each is owned here
+//! with the domain; adapters: `sqlite` (embedded default), DynamoDB and HTTP (AWS mode, later).
+//! Every write is idempotent by the order id, so an at-least-once step may run it twice.
+
+use crate::domain::*;
+use crate::error::{GatewayError, StoreError};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+/// What `OrderRepository::create` found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    /// The order was stored now.
+    New(Order),
+    /// An order with this id was already stored (compare `body_hash` to tell a replay from a
+    /// conflict); nothing was changed.
+    Existing(Order),
+}
+
+/// What an operator's decision did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// Recorded now; the parked task token is returned so the caller can answer the workflow.
+    Applied { order: Order, task_token: String },
+    /// The same decision was recorded before: a replay, nothing changed.
+    Replayed(Order),
+    /// Another decision was recorded before; nothing changed.
+    Conflict(Order),
+    /// The order is not awaiting approval (never needed it, not there yet, or already over).
+    NotAwaiting(Order),
+}
+
+/// One order waiting for an operator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingApproval {
+    pub order_id: OrderId,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub requested_at: DateTime<Utc>,
+    pub task_token: String,
+}
+
+#[async_trait]
+pub trait OrderRepository: Send + Sync {
+    /// Stores the order unless one with its id exists (conditional insert, one round trip).
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError>;
+
+    async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError>;
+
+    /// Records the workflow execution that runs the order (idempotent).
+    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError>;
+
+    /// Moves the status forward to `to` (see `OrderStatus::can_move_to`); a move backwards or
+    /// sideways changes nothing. `failure` is recorded with `Compensating`, `Cancelled` and
+    /// `CompensationFailed` when none is recorded yet. Returns the order as it is afterwards.
+    async fn advance(
+        &self,
+        id: &OrderId,
+        to: OrderStatus,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError>;
+
+    /// Parks an approval task token on the order and moves it to `AWAITING_APPROVAL`. A newer
+    /// token (the engine re-issued the task) replaces an older one while no decision is made.
+    /// `requested_at` is kept from the first park. Returns the order afterwards.
+    async fn park_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Order, StoreError>;
+
+    /// Records an operator's decision once (conditionally), with who and when.
+    async fn decide(
+        &self,
+        id: &OrderId,
+        decision: Decision,
+        by: &str,
+        reason: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<Decided, StoreError>;
+
+    /// Orders awaiting a decision with a parked token, oldest request first.
+    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError>;
+}
+
+/// What a reservation attempt did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reserved {
+    /// Every line was reserved now.
+    New(Reservation),
+    /// The order already had its reservation (whatever its status); nothing changed.
+    Existing(Reservation),
+    /// Some line could not be reserved; nothing was reserved.
+    OutOfStock {
+        sku: String,
+        requested: u32,
+        available: u64,
+    },
+}
+
+/// What a release did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Released {
+    /// The held stock went back to available now.
+    Now(Reservation),
+    /// Released before: nothing changed.
+    Already(Reservation),
+    /// The order never reserved anything: nothing to undo (recorded so a late reserve can't
+    /// happen after the release).
+    NothingReserved,
+    /// The reservation was shipped; stock that left the warehouse is not released.
+    Shipped(Reservation),
+}
+
+#[async_trait]
+pub trait InventoryRepository: Send + Sync {
+    /// Sets the available quantity of a SKU (an operator's stock count).
+    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError>;
+
+    async fn stock(&self, sku: &str) -> Result<Option<StockLevel>, StoreError>;
+
+    /// Reserves every line of the order, or none, atomically; at most one reservation per
+    /// order. Stock never goes negative, even under concurrent orders for the last unit.
+    async fn reserve(
+        &self,
+        order_id: &OrderId,
+        lines: &[ReservedLine],
+    ) -> Result<Reserved, StoreError>;
+
+    /// Returns held stock to available (idempotent; a no-op, recorded, when nothing was reserved).
+    async fn release(&self, order_id: &OrderId) -> Result<Released, StoreError>;
+
+    /// Moves the order's held stock to shipped (idempotent).
+    async fn mark_shipped(&self, order_id: &OrderId) -> Result<Reservation, StoreError>;
+
+    async fn reservation(&self, order_id: &OrderId) -> Result<Option<Reservation>, StoreError>;
+}
+
+/// A charge as the payment provider is asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRequest {
+    pub idempotency_key: String,
+    pub order_id: OrderId,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub payment_method: String,
+}
+
+/// What a refund did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refunded {
+    Now(Refund),
+    /// Refunded before under the same key: nothing changed.
+    Already(Refund),
+    /// No charge exists for the order: nothing to undo.
+    NothingCharged,
+}
+
+#[async_trait]
+pub trait PaymentGateway: Send + Sync {
+    /// Charges once per idempotency key: the same key with the same parameters returns the first
+    /// charge; with other parameters it is `KeyReused`.
+    async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError>;
+
+    /// The order's charge, if one was made (also after a lost response).
+    async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError>;
+
+    /// Refunds the order's charge in full, once per idempotency key.
+    async fn refund(
+        &self,
+        order_id: &OrderId,
+        idempotency_key: &str,
+    ) -> Result<Refunded, GatewayError>;
+}
+
+/// A shipment as the carrier is asked for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShipmentRequest {
+    pub order_id: OrderId,
+    pub address: Address,
+    pub lines: Vec<ReservedLine>,
+}
+
+#[async_trait]
+pub trait ShippingGateway: Send + Sync {
+    /// Creates the order's one shipment (the same order again returns it).
+    async fn create_shipment(&self, request: &ShipmentRequest) -> Result<Shipment, GatewayError>;
+
+    async fn shipment(&self, order_id: &OrderId) -> Result<Option<Shipment>, GatewayError>;
+}
