@@ -1,0 +1,176 @@
+//! The saga's state machine definition, `order_saga.asl.json`: the one definition deployed to
+//! AWS Step Functions and run by the embedded engine. Its Task resources are `${…}`
+//! placeholders (CloudFormation `DefinitionSubstitutions` syntax) for the activity ARNs.
+
+use std::collections::HashMap;
+
+/// The definition as checked in, placeholders and all.
+pub const TEMPLATE: &str = include_str!("../order_saga.asl.json");
+
+/// The name the saga's state machine is registered under.
+pub const STATE_MACHINE_NAME: &str = "fulfillment-order-saga";
+
+/// The saga's activities: each with its placeholder in the definition and its activity name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Activity {
+    ReserveInventory,
+    ChargePayment,
+    AwaitApproval,
+    CreateShipment,
+    RefundPayment,
+    ReleaseInventory,
+    RecordCompensationFailure,
+}
+
+impl Activity {
+    pub const ALL: [Activity; 7] = [
+        Activity::ReserveInventory,
+        Activity::ChargePayment,
+        Activity::AwaitApproval,
+        Activity::CreateShipment,
+        Activity::RefundPayment,
+        Activity::ReleaseInventory,
+        Activity::RecordCompensationFailure,
+    ];
+
+    /// The placeholder in the definition (without `${` `}`).
+    pub fn placeholder(self) -> &'static str {
+        match self {
+            Activity::ReserveInventory => "ReserveInventoryActivityArn",
+            Activity::ChargePayment => "ChargePaymentActivityArn",
+            Activity::AwaitApproval => "AwaitApprovalActivityArn",
+            Activity::CreateShipment => "CreateShipmentActivityArn",
+            Activity::RefundPayment => "RefundPaymentActivityArn",
+            Activity::ReleaseInventory => "ReleaseInventoryActivityArn",
+            Activity::RecordCompensationFailure => "RecordCompensationFailureActivityArn",
+        }
+    }
+
+    /// The activity's name (the last part of its ARN).
+    pub fn name(self) -> &'static str {
+        match self {
+            Activity::ReserveInventory => "fulfillment-reserve-inventory",
+            Activity::ChargePayment => "fulfillment-charge-payment",
+            Activity::AwaitApproval => "fulfillment-await-approval",
+            Activity::CreateShipment => "fulfillment-create-shipment",
+            Activity::RefundPayment => "fulfillment-refund-payment",
+            Activity::ReleaseInventory => "fulfillment-release-inventory",
+            Activity::RecordCompensationFailure => "fulfillment-record-compensation-failure",
+        }
+    }
+}
+
+/// Fills in every `${Name}` placeholder. A placeholder without a value is an error, so a
+/// definition never reaches a workflow service half rendered.
+pub fn render(substitutions: &HashMap<&str, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(TEMPLATE.len() + 512);
+    let mut rest = TEMPLATE;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or("unterminated ${ in the definition")?;
+        let name = &after[..end];
+        let value = substitutions
+            .get(name)
+            .ok_or_else(|| format!("no value for ${{{name}}}"))?;
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The substitutions for activity ARNs made by `arn_of(activity name)`.
+pub fn activity_substitutions(arn_of: impl Fn(&str) -> String) -> HashMap<&'static str, String> {
+    Activity::ALL
+        .iter()
+        .map(|a| (a.placeholder(), arn_of(a.name())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered() -> String {
+        render(&activity_substitutions(|n| {
+            format!("arn:aws:states:us-east-1:123456789012:activity:{n}")
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn every_placeholder_is_an_activity() {
+        let text = rendered();
+        assert!(!text.contains("${"));
+        for a in Activity::ALL {
+            assert!(text.contains(&format!(":activity:{}\"", a.name())), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_substitution_is_an_error() {
+        let mut subs = activity_substitutions(|n| n.to_owned());
+        subs.remove("ChargePaymentActivityArn");
+        assert!(
+            render(&subs)
+                .unwrap_err()
+                .contains("ChargePaymentActivityArn")
+        );
+    }
+
+    #[test]
+    fn the_rendered_definition_is_valid_asl() {
+        engine::asl::parse(&rendered()).expect("the saga definition validates");
+    }
+
+    #[test]
+    fn every_task_has_timeouts_and_a_catch() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        for (name, state) in def["States"].as_object().unwrap() {
+            if state["Type"] != "Task" {
+                continue;
+            }
+            let timeout = state
+                .get("TimeoutSeconds")
+                .or(state.get("TimeoutSecondsPath"));
+            let heartbeat = state
+                .get("HeartbeatSeconds")
+                .or(state.get("HeartbeatSecondsPath"));
+            assert!(
+                timeout.is_some() && heartbeat.is_some(),
+                "{name} needs timeouts"
+            );
+            assert!(
+                state["Catch"].as_array().is_some_and(|c| !c.is_empty()),
+                "{name} needs a Catch"
+            );
+            assert!(
+                state["Retry"].as_array().is_some_and(|r| !r.is_empty()),
+                "{name} needs a Retry"
+            );
+        }
+    }
+
+    #[test]
+    fn forward_steps_retry_only_transient_errors() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        for name in [
+            "ReserveInventory",
+            "ChargePayment",
+            "CreateShipment",
+            "AwaitApproval",
+        ] {
+            for retrier in def["States"][name]["Retry"].as_array().unwrap() {
+                for e in retrier["ErrorEquals"].as_array().unwrap() {
+                    let e = e.as_str().unwrap();
+                    let transient = e.starts_with("States.")
+                        || store::ErrorName::ALL
+                            .iter()
+                            .any(|n| n.as_str() == e && n.is_transient());
+                    assert!(transient && e != "States.ALL", "{name} retries {e}");
+                }
+            }
+        }
+    }
+}
