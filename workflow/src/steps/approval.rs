@@ -1,0 +1,212 @@
+//! AwaitApproval: parks the task token on the order and answers nothing; an operator's decision
+//! answers it later (`decide`). The keeper heartbeats parked tokens, so a token lost in a crash
+//! (handed out, never parked) times out within the state's HeartbeatSeconds and the engine
+//! re-issues the task; a decision whose answer was lost is replayed by the re-issued task.
+
+use super::{OrderInput, attempt, failed, load_order, store_failed};
+use crate::port::{WorkflowError, WorkflowPort};
+use crate::runtime::{Step, StepOutcome, StepTask};
+use async_trait::async_trait;
+use chrono::Utc;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use store::{
+    Decided, Decision, ErrorName, Order, OrderId, OrderRepository, OrderStatus, StoreError,
+};
+
+pub struct AwaitApproval {
+    pub orders: Arc<dyn OrderRepository>,
+}
+
+/// The task output of an approval, and the cause of a rejection.
+fn approved_output(order: &Order) -> Value {
+    let approval = order.approval.as_ref();
+    json!({
+        "decision": "approve",
+        "decidedBy": approval.and_then(|a| a.decided_by.clone()),
+        "decidedAt": approval.and_then(|a| a.decided_at),
+    })
+}
+
+fn rejection_cause(order: &Order) -> String {
+    let approval = order.approval.as_ref();
+    let by = approval
+        .and_then(|a| a.decided_by.as_deref())
+        .unwrap_or("an operator");
+    match approval.and_then(|a| a.reason.as_deref()) {
+        Some(reason) => format!("rejected by {by}: {reason}"),
+        None => format!("rejected by {by}"),
+    }
+}
+
+#[async_trait]
+impl Step for AwaitApproval {
+    async fn run(&self, task: StepTask) -> StepOutcome {
+        let input = attempt!(OrderInput::parse(&task));
+        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        // A decision made while an earlier token was out: answer it now.
+        match order.approval.as_ref().and_then(|a| a.decision) {
+            Some(Decision::Approve) => {
+                return match self
+                    .orders
+                    .advance(&input.order_id, OrderStatus::Approved, None)
+                    .await
+                {
+                    Ok(order) => StepOutcome::Done(approved_output(&order)),
+                    Err(e) => store_failed(&e),
+                };
+            }
+            Some(Decision::Reject) => {
+                return failed(ErrorName::OrderRejected, rejection_cause(&order));
+            }
+            None => {}
+        }
+        if order.status.is_terminal() || order.status == OrderStatus::Compensating {
+            return failed(
+                ErrorName::OrderInvalid,
+                format!("order is {}", order.status.as_str()),
+            );
+        }
+        match self
+            .orders
+            .park_approval(&input.order_id, &task.task_token, Utc::now())
+            .await
+        {
+            Ok(_) => StepOutcome::Parked,
+            Err(e) => store_failed(&e),
+        }
+    }
+}
+
+/// What an operator's decision came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecisionResult {
+    /// Recorded now and answered to the workflow.
+    Applied(Order),
+    /// The same decision was made before.
+    Replayed(Order),
+    /// Another decision was made before.
+    Conflict(Order),
+    /// The order is not awaiting approval (not yet, never, or no longer: e.g. the window expired).
+    NotAwaiting(Order),
+    NotFound,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+}
+
+impl DecideError {
+    pub fn is_transient(&self) -> bool {
+        match self {
+            DecideError::Store(e) => e.is_transient(),
+            DecideError::Workflow(e) => e.is_transient(),
+        }
+    }
+}
+
+/// Records an operator's decision once and answers the parked task: `SendTaskSuccess` on
+/// approval, `SendTaskFailure(Order.Rejected)` on rejection. A dead token is fine: the decision
+/// is recorded, and the task the engine re-issues answers from it.
+pub async fn decide(
+    orders: &dyn OrderRepository,
+    workflow: &dyn WorkflowPort,
+    id: &OrderId,
+    decision: Decision,
+    by: &str,
+    reason: Option<&str>,
+) -> Result<DecisionResult, DecideError> {
+    if orders.get(id).await?.is_none() {
+        return Ok(DecisionResult::NotFound);
+    }
+    let (order, token) = match orders.decide(id, decision, by, reason, Utc::now()).await? {
+        Decided::Applied { order, task_token } => (order, task_token),
+        Decided::Replayed(o) => return Ok(DecisionResult::Replayed(o)),
+        Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
+        Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
+    };
+    let answered = match decision {
+        Decision::Approve => {
+            let order = orders.advance(id, OrderStatus::Approved, None).await?;
+            workflow
+                .send_task_success(&token, &approved_output(&order))
+                .await
+        }
+        Decision::Reject => {
+            workflow
+                .send_task_failure(
+                    &token,
+                    ErrorName::OrderRejected.as_str(),
+                    &rejection_cause(&order),
+                )
+                .await
+        }
+    };
+    match answered {
+        Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let order = orders.get(id).await?.unwrap_or(order);
+    Ok(DecisionResult::Applied(order))
+}
+
+/// Heartbeats every parked approval token, so the engine knows they are held.
+pub struct ApprovalKeeper {
+    pub orders: Arc<dyn OrderRepository>,
+    pub workflow: Arc<dyn WorkflowPort>,
+    /// Must be well below the AwaitApproval state's HeartbeatSeconds.
+    pub interval: Duration,
+}
+
+/// One round of the keeper.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct KeeperRound {
+    pub alive: usize,
+    /// Tokens the workflow no longer knows: their tasks timed out and were (or will be)
+    /// re-issued, and the new token replaces the old one when parked.
+    pub dead: usize,
+}
+
+/// The most parked approvals heartbeaten in one round.
+const KEEPER_BATCH: u32 = 100_000;
+
+impl ApprovalKeeper {
+    pub async fn beat_once(&self) -> Result<KeeperRound, StoreError> {
+        let mut round = KeeperRound::default();
+        for pending in self.orders.pending_approvals(KEEPER_BATCH).await? {
+            match self.workflow.send_task_heartbeat(&pending.task_token).await {
+                Ok(()) => round.alive += 1,
+                Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
+                    round.dead += 1
+                }
+                Err(e) => {
+                    tracing::warn!(order_id = %pending.order_id, error = %e, "approval heartbeat failed");
+                }
+            }
+        }
+        Ok(round)
+    }
+
+    /// Runs rounds every `interval` until `stop` turns true.
+    pub fn spawn(
+        self,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = self.beat_once().await {
+                    tracing::warn!(error = %e, "approval keeper round failed");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(self.interval) => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,53 @@
+//! ChargePayment: one charge per order, under the idempotency key `charge:{orderId}`.
+
+use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
+use crate::runtime::{Step, StepOutcome, StepTask};
+use async_trait::async_trait;
+use serde_json::json;
+use std::sync::Arc;
+use store::{ChargeRequest, ErrorName, GatewayError, OrderRepository, OrderStatus, PaymentGateway};
+
+pub struct Charge {
+    pub orders: Arc<dyn OrderRepository>,
+    pub payments: Arc<dyn PaymentGateway>,
+}
+
+#[async_trait]
+impl Step for Charge {
+    async fn run(&self, task: StepTask) -> StepOutcome {
+        let input = attempt!(OrderInput::parse(&task));
+        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let request = ChargeRequest {
+            idempotency_key: input.order_id.charge_key(),
+            order_id: input.order_id.clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            payment_method: order.new.payment_method.clone(),
+        };
+        let charge = match self.payments.charge(&request).await {
+            Ok(charge) => charge,
+            Err(GatewayError::Rejected(reason)) => {
+                return failed(ErrorName::PaymentDeclined, reason);
+            }
+            Err(GatewayError::Unavailable(reason)) => {
+                return failed(ErrorName::PaymentUnavailable, reason);
+            }
+            Err(GatewayError::KeyReused(reason)) => {
+                return failed(ErrorName::PaymentKeyReused, reason);
+            }
+            Err(e @ GatewayError::Store(_)) => return gateway_store_failed(&e),
+        };
+        if let Err(e) = self
+            .orders
+            .advance(&input.order_id, OrderStatus::Charged, None)
+            .await
+        {
+            return store_failed(&e);
+        }
+        StepOutcome::Done(json!({
+            "chargeId": charge.charge_id,
+            "amountCents": charge.amount_cents,
+            "currency": charge.currency,
+        }))
+    }
+}

@@ -1,0 +1,73 @@
+//! ReserveInventory: every line of the order or none, once per order.
+
+use super::{OrderInput, attempt, failed, load_order, store_failed};
+use crate::runtime::{Step, StepOutcome, StepTask};
+use async_trait::async_trait;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use store::{
+    ErrorName, InventoryRepository, OrderRepository, OrderStatus, ReservationStatus, Reserved,
+    ReservedLine,
+};
+
+pub struct Reserve {
+    pub orders: Arc<dyn OrderRepository>,
+    pub inventory: Arc<dyn InventoryRepository>,
+}
+
+/// The order's lines by SKU (an order may name a SKU twice).
+pub fn lines_of(order: &store::Order) -> Vec<ReservedLine> {
+    let mut by_sku: BTreeMap<&str, u64> = BTreeMap::new();
+    for item in &order.new.items {
+        *by_sku.entry(item.sku.as_str()).or_default() += u64::from(item.quantity);
+    }
+    by_sku
+        .into_iter()
+        .map(|(sku, quantity)| ReservedLine {
+            sku: sku.to_owned(),
+            quantity: quantity.min(u64::from(u32::MAX)) as u32,
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Step for Reserve {
+    async fn run(&self, task: StepTask) -> StepOutcome {
+        let input = attempt!(OrderInput::parse(&task));
+        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let reservation = match self
+            .inventory
+            .reserve(&input.order_id, &lines_of(&order))
+            .await
+        {
+            Err(e) => return store_failed(&e),
+            Ok(Reserved::OutOfStock {
+                sku,
+                requested,
+                available,
+            }) => {
+                return failed(
+                    ErrorName::InventoryOutOfStock,
+                    format!("SKU {sku}: {requested} requested, {available} available"),
+                );
+            }
+            Ok(Reserved::New(r) | Reserved::Existing(r)) => r,
+        };
+        if reservation.status == ReservationStatus::Released {
+            // The saga already compensated this order: this delivery is stale.
+            return failed(
+                ErrorName::OrderInvalid,
+                "the order's reservation was already released",
+            );
+        }
+        if let Err(e) = self
+            .orders
+            .advance(&input.order_id, OrderStatus::Reserved, None)
+            .await
+        {
+            return store_failed(&e);
+        }
+        StepOutcome::Done(json!({ "lines": reservation.lines, "status": reservation.status }))
+    }
+}
