@@ -1,0 +1,48 @@
+//! The saga's compensations. Each is idempotent by the order id and safe to run when the forward
+//! step's outcome is unknown: undoing something that never happened is a recorded no-op.
+//! Order status moves with them: `COMPENSATING` (refund), `CANCELLED` (release), or
+//! `COMPENSATION_FAILED` when the workflow gives up on them.
+
+mod failure;
+mod refund;
+mod release;
+
+pub use failure::record_failure;
+pub use refund::refund;
+pub use release::release;
+
+use store::{Failure, GatewayError, StoreError};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompensationError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+}
+
+impl CompensationError {
+    /// Compensations are retried long and patiently by the workflow; this tells the log which
+    /// failures are expected to pass.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CompensationError::Store(e) => e.is_transient(),
+            CompensationError::Gateway(e) => e.is_transient(),
+        }
+    }
+}
+
+/// The `{Error, Cause}` a Catch put in the execution, as the order's failure.
+pub fn failure_from(value: Option<&serde_json::Value>) -> Failure {
+    let field = |k: &str| {
+        value
+            .and_then(|v| v.get(k))
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    Failure {
+        error: field("Error"),
+        cause: field("Cause"),
+    }
+}
