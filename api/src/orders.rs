@@ -1,0 +1,177 @@
+//! Order intake: the business-key idempotency of `POST /orders`. The first request stores the
+//! order with a hash of its canonical body and starts its saga execution (named by the order
+//! id); a repeat with the same body replays, with a different body conflicts, and a repeat after
+//! a crash between "stored" and "started" starts the execution (repair on retry).
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::Duration;
+use store::{Address, Created, LineItem, NewOrder, Order, OrderId, OrderRepository, StoreError};
+use workflow::{WorkflowError, WorkflowPort};
+
+/// Business settings of the saga.
+#[derive(Debug, Clone)]
+pub struct SagaSettings {
+    /// Orders whose total is at or above this need an operator's approval.
+    pub approval_threshold_cents: u64,
+    /// How long an operator has to decide before the order is compensated.
+    pub approval_timeout: Duration,
+    /// How long a parked approval token may go without a heartbeat before the engine re-issues
+    /// the task (recovery time after a crash that lost a token).
+    pub approval_heartbeat: Duration,
+}
+
+impl Default for SagaSettings {
+    fn default() -> Self {
+        SagaSettings {
+            approval_threshold_cents: 100_000,
+            approval_timeout: Duration::from_secs(3 * 24 * 3600),
+            approval_heartbeat: Duration::from_secs(300),
+        }
+    }
+}
+
+/// An order as a client submits it (validated by the HTTP layer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderRequest {
+    pub order_id: OrderId,
+    pub customer_id: String,
+    pub items: Vec<LineItem>,
+    pub currency: String,
+    pub payment_method: String,
+    pub shipping_address: Address,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placed {
+    /// Stored and started now.
+    Accepted(Order),
+    /// The same order was placed before; nothing new happened (its execution was started if a
+    /// crash had left it unstarted).
+    Replayed(Order),
+    /// An order with this id but another body exists; nothing changed.
+    Conflict(Order),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    #[error("order total overflows")]
+    AmountOverflow,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+}
+
+impl IntakeError {
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IntakeError::AmountOverflow => false,
+            IntakeError::Store(e) => e.is_transient(),
+            IntakeError::Workflow(e) => e.is_transient(),
+        }
+    }
+}
+
+pub struct OrderIntake {
+    pub orders: Arc<dyn OrderRepository>,
+    pub workflow: Arc<dyn WorkflowPort>,
+    pub settings: SagaSettings,
+}
+
+/// Σ quantity × unit price, or `None` on overflow.
+pub fn total_cents(items: &[LineItem]) -> Option<u64> {
+    items.iter().try_fold(0u64, |sum, i| {
+        sum.checked_add(u64::from(i.quantity).checked_mul(i.unit_price_cents)?)
+    })
+}
+
+/// SHA-256 of the request's canonical JSON (fields in declaration order, no whitespace).
+pub fn body_hash(request: &OrderRequest) -> String {
+    let canonical = serde_json::to_vec(request).unwrap_or_default();
+    Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl OrderIntake {
+    pub fn new_order(&self, request: OrderRequest) -> Result<NewOrder, IntakeError> {
+        let amount_cents = total_cents(&request.items).ok_or(IntakeError::AmountOverflow)?;
+        let body_hash = body_hash(&request);
+        Ok(NewOrder {
+            order_id: request.order_id,
+            customer_id: request.customer_id,
+            items: request.items,
+            currency: request.currency,
+            payment_method: request.payment_method,
+            shipping_address: request.shipping_address,
+            amount_cents,
+            requires_approval: amount_cents >= self.settings.approval_threshold_cents,
+            body_hash,
+            created_at: Utc::now(),
+        })
+    }
+
+    /// The execution input of an order's saga.
+    pub fn saga_input(&self, order: &NewOrder) -> Value {
+        json!({
+            "orderId": order.order_id,
+            "amountCents": order.amount_cents,
+            "currency": order.currency,
+            "requiresApproval": order.requires_approval,
+            "approvalTimeoutSeconds": self.settings.approval_timeout.as_secs().max(1),
+            "approvalHeartbeatSeconds": self.settings.approval_heartbeat.as_secs().max(1),
+        })
+    }
+
+    pub async fn place(&self, request: OrderRequest) -> Result<Placed, IntakeError> {
+        let new = self.new_order(request)?;
+        let hash = new.body_hash.clone();
+        match self.orders.create(new).await? {
+            Created::New(order) => Ok(Placed::Accepted(self.start(order).await?)),
+            Created::Existing(order) if order.new.body_hash != hash => Ok(Placed::Conflict(order)),
+            Created::Existing(order) if order.execution_arn.is_none() => {
+                Ok(Placed::Replayed(self.start(order).await?))
+            }
+            Created::Existing(order) => Ok(Placed::Replayed(order)),
+        }
+    }
+
+    async fn start(&self, mut order: Order) -> Result<Order, IntakeError> {
+        let input = self.saga_input(&order.new);
+        let started = self
+            .workflow
+            .start_execution(order.id().as_str(), &input)
+            .await?;
+        self.orders
+            .set_execution(order.id(), &started.execution_arn)
+            .await?;
+        order.execution_arn = Some(started.execution_arn);
+        Ok(order)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(quantity: u32, unit_price_cents: u64) -> LineItem {
+        LineItem {
+            sku: "s".into(),
+            quantity,
+            unit_price_cents,
+        }
+    }
+
+    #[test]
+    fn totals_never_overflow_silently() {
+        assert_eq!(total_cents(&[item(2, 150), item(1, 5)]), Some(305));
+        assert_eq!(total_cents(&[item(u32::MAX, u64::MAX)]), None);
+        assert_eq!(total_cents(&[item(1, u64::MAX), item(1, 1)]), None);
+    }
+}
