@@ -324,3 +324,115 @@ fn iteration_events_chain_from_map_state_started() {
         assert_eq!(e.previous_event_id, started);
     }
 }
+
+#[test]
+fn a_tolerated_failure_lets_the_next_item_start() {
+    let mut h = Harness::new(
+        map_machine(
+            json!({"MaxConcurrency": 1, "ToleratedFailureCount": 1}),
+            ACTIVITY,
+        ),
+        items(3),
+    );
+    h.start();
+    h.fail_task("E", "c");
+    assert_eq!(h.task().input, json!({"i": 1}));
+    h.succeed_task(json!(1));
+    h.succeed_task(json!(2));
+    assert_eq!(h.output().as_array().unwrap()[1..], [json!(1), json!(2)]);
+}
+
+#[test]
+fn items_not_started_yet_are_never_scheduled_after_a_failure() {
+    let mut h = Harness::new(
+        map_machine(json!({"MaxConcurrency": 1}), ACTIVITY),
+        items(3),
+    );
+    h.start();
+    h.fail_task("E", "c");
+    assert_eq!(h.error(), "E");
+    assert_eq!(h.scheduled().len(), 1);
+    assert_eq!(h.events_of("MapIterationStarted").len(), 1);
+}
+
+#[test]
+fn map_retry_runs_every_item_again_and_ignores_the_first_run() {
+    let mut h = Harness::new(
+        map_machine(
+            json!({"Retry": [{"ErrorEquals": ["E"], "MaxAttempts": 1}]}),
+            ACTIVITY,
+        ),
+        items(2),
+    );
+    h.start();
+    let first = h.open_tasks();
+    h.fail_token(first[0].token.clone(), "E", "c");
+    assert!(h.open_tasks().is_empty());
+    h.fire_timer();
+    assert_eq!(h.open_tasks().len(), 2);
+    assert_eq!(h.details("MapStateStarted"), json!({"length": 2}));
+    assert_eq!(h.events_of("MapStateStarted").len(), 2);
+    // An answer for the abandoned first run is stale.
+    let n = h.events.len();
+    h.succeed_token(first[1].token.clone(), json!("stale"));
+    assert_eq!(h.events.len(), n);
+    for t in h.open_tasks() {
+        h.succeed_token(t.token, t.input["i"].clone());
+    }
+    assert_eq!(h.output(), json!([0, 1]));
+}
+
+#[test]
+fn nested_map_items_see_their_own_index() {
+    let def = single(json!({
+        "Type": "Map",
+        "ItemSelector": {"outer.$": "$$.Map.Item.Index", "xs.$": "$$.Map.Item.Value"},
+        "ItemProcessor": {
+            "StartAt": "Inner",
+            "States": {"Inner": {
+                "Type": "Map",
+                "ItemsPath": "$.xs",
+                "ItemSelector": {"outer.$": "$.outer", "inner.$": "$$.Map.Item.Index"},
+                "ItemProcessor": {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": true}}},
+                "End": true
+            }}
+        },
+        "End": true
+    }));
+    let mut h = Harness::new(def, json!([["a", "b"], ["c"]]));
+    h.start();
+    assert_eq!(
+        h.output(),
+        json!([
+            [{"outer": 0, "inner": 0}, {"outer": 0, "inner": 1}],
+            [{"outer": 1, "inner": 0}]
+        ])
+    );
+}
+
+#[test]
+fn a_failure_deep_inside_closes_every_nested_task() {
+    let def = single(json!({
+        "Type": "Map",
+        "ItemProcessor": {
+            "StartAt": "Par",
+            "States": {"Par": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "X", "States": {"X": {"Type": "Task", "Resource": ACTIVITY, "End": true}}},
+                    {"StartAt": "Y", "States": {"Y": {"Type": "Task", "Resource": ACTIVITY, "End": true}}}
+                ],
+                "End": true
+            }}
+        },
+        "End": true
+    }));
+    let mut h = Harness::new(def, json!([1, 2]));
+    h.start();
+    assert_eq!(h.open_tasks().len(), 4);
+    let victim = h.open_tasks()[3].token.clone();
+    h.fail_token(victim, "E", "c");
+    assert!(h.open_tasks().is_empty(), "{:?}", h.open_tasks());
+    assert_eq!(h.error(), "E");
+    assert!(h.state.frames.is_empty());
+}

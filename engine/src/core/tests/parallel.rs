@@ -175,3 +175,53 @@ fn branch_events_chain_from_parallel_state_started() {
         assert_eq!(s.previous_event_id, e.id);
     }
 }
+
+#[test]
+fn a_branch_failing_at_once_closes_a_task_scheduled_in_the_same_step() {
+    let def = json!({
+        "StartAt": "P",
+        "States": {"P": {
+            "Type": "Parallel",
+            "Branches": [
+                {"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": ACTIVITY, "End": true}}},
+                {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Nope"}}}
+            ],
+            "End": true
+        }}
+    });
+    let mut h = Harness::new(def, json!({}));
+    h.start();
+    assert_eq!(h.error(), "Nope");
+    assert_eq!(h.scheduled().len(), 1);
+    assert!(h.open_tasks().is_empty());
+}
+
+#[test]
+fn a_caught_parallel_can_be_entered_again() {
+    // The catcher loops back to the Parallel state itself; the second run must start fresh.
+    let def = json!({
+        "StartAt": "P",
+        "States": {
+            "P": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "T", "States": {"T": {"Type": "Task", "Resource": ACTIVITY, "End": true}}},
+                    {"StartAt": "U", "States": {"U": {"Type": "Task", "Resource": ACTIVITY, "End": true}}}
+                ],
+                "Catch": [{"ErrorEquals": ["Again"], "ResultPath": null, "Next": "P"}],
+                "End": true
+            }
+        }
+    });
+    let mut h = Harness::new(def, json!({}));
+    h.start();
+    let t = h.task_of("T").token;
+    h.fail_token(t, "Again", "c");
+    assert_eq!(h.open_tasks().len(), 2);
+    assert_eq!(h.events_of("ParallelStateEntered").len(), 2);
+    let t = h.task_of("T").token;
+    let u = h.task_of("U").token;
+    h.succeed_token(u, json!("u"));
+    h.succeed_token(t, json!("t"));
+    assert_eq!(h.output(), json!(["t", "u"]));
+}

@@ -180,3 +180,26 @@ fn variables_survive_a_wait() {
     h.fire_timer();
     assert_eq!(h.output(), json!({"x": "kept"}));
 }
+
+#[test]
+fn variables_are_kept_across_a_retry() {
+    let def = json!({
+        "StartAt": "A",
+        "States": {
+            "A": {"Type": "Pass", "Assign": {"v": "x"}, "Next": "T"},
+            "T": {
+                "Type": "Task",
+                "Resource": ACTIVITY,
+                "Parameters": {"v.$": "$v"},
+                "Retry": [{"ErrorEquals": ["E"]}],
+                "End": true
+            }
+        }
+    });
+    let mut h = Harness::new(def, json!({}));
+    h.roundtrip = true;
+    h.start();
+    h.fail_task("E", "c");
+    h.fire_timer();
+    assert_eq!(h.task().input, json!({"v": "x"}));
+}
