@@ -436,3 +436,20 @@ fn a_failure_deep_inside_closes_every_nested_task() {
     assert_eq!(h.error(), "E");
     assert!(h.state.frames.is_empty());
 }
+
+#[test]
+#[ignore = "bug: with both ToleratedFailureCount and ToleratedFailurePercentage the Map fails only when both are exceeded (AWS: either)"]
+fn exceeding_either_tolerated_threshold_fails_the_map() {
+    // 1 failure of 4 is within the count (5) but above the percentage (10 %).
+    let mut h = Harness::new(
+        map_machine(
+            json!({"ToleratedFailureCount": 5, "ToleratedFailurePercentage": 10}),
+            ACTIVITY,
+        ),
+        items(4),
+    );
+    h.start();
+    let t = h.open_tasks()[0].token.clone();
+    h.fail_token(t, "E", "c");
+    assert_eq!(h.error(), "States.ExceedToleratedFailureThreshold");
+}

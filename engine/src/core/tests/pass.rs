@@ -141,3 +141,35 @@ fn missing_parameters_path_fails_with_a_runtime_error() {
         "An error occurred while executing the state 'S' (entered at the event id #2)."
     ));
 }
+
+#[test]
+fn context_object_shows_the_execution_state_machine_and_state() {
+    let def = json!({
+        "StartAt": "W",
+        "States": {
+            "W": {"Type": "Wait", "Seconds": 3, "Next": "S"},
+            "S": {"Type": "Pass", "Parameters": {"ctx.$": "$$"}, "End": true}
+        }
+    });
+    let mut h = Harness::new(def, json!({"in": 1}));
+    h.start();
+    h.fire_timer();
+    assert_eq!(
+        h.output()["ctx"],
+        json!({
+            "Execution": {
+                "Id": "arn:aws:states:us-east-1:123456789012:execution:sm:ex",
+                "Input": {"in": 1},
+                "StartTime": "2024-01-01T00:00:00.000Z",
+                "Name": "ex",
+                "RoleArn": "arn:aws:iam::123456789012:role/r",
+                "RedriveCount": 0
+            },
+            "StateMachine": {
+                "Id": "arn:aws:states:us-east-1:123456789012:stateMachine:sm",
+                "Name": "sm"
+            },
+            "State": {"Name": "S", "EnteredTime": "2024-01-01T00:00:03.000Z"}
+        })
+    );
+}

@@ -71,6 +71,7 @@ enum Durable {
     Task { activity: bool, retry: bool },
     Wait(u64),
     Parallel,
+    Map { items: usize, max_concurrency: u64 },
     Pass(i64),
 }
 
@@ -80,6 +81,8 @@ fn durable_state() -> impl Strategy<Value = Durable> {
             .prop_map(|(activity, retry)| Durable::Task { activity, retry }),
         1 => (0u64..5).prop_map(Durable::Wait),
         1 => Just(Durable::Parallel),
+        1 => (0usize..4, 0u64..3)
+            .prop_map(|(items, max_concurrency)| Durable::Map { items, max_concurrency }),
         1 => any::<i64>().prop_map(Durable::Pass),
     ]
 }
@@ -118,6 +121,22 @@ fn durable_machine(states: &[Durable]) -> Value {
                 "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": null, "Next": next}],
                 "Next": next
             }),
+            Durable::Map {
+                items,
+                max_concurrency,
+            } => json!({
+                "Type": "Map",
+                "ItemsPath": format!("$.lists[{items}]"),
+                "Parameters": {"i.$": "$$.Map.Item.Index"},
+                "MaxConcurrency": max_concurrency,
+                "Iterator": {
+                    "StartAt": format!("{i}M"),
+                    "States": {format!("{i}M"): {"Type": "Task", "Resource": ACTIVITY, "End": true}}
+                },
+                "ResultPath": format!("$.m{i}"),
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": null, "Next": next}],
+                "Next": next
+            }),
             Durable::Pass(v) => {
                 json!({"Type": "Pass", "Result": v, "ResultPath": format!("$.v{i}"), "Next": next})
             }
@@ -131,7 +150,8 @@ fn durable_machine(states: &[Durable]) -> Value {
 /// Drives a machine to its end: answers the oldest open task (success or failure, from
 /// `answers` in turn), else fires the earliest timer.
 fn drive(definition: &Value, answers: &[(bool, i64)], roundtrip: bool) -> Harness {
-    let mut h = Harness::new(definition.clone(), json!({}));
+    let input = json!({"lists": [[], ["a"], ["a", "b"], ["a", "b", "c"]]});
+    let mut h = Harness::new(definition.clone(), input);
     h.roundtrip = roundtrip;
     h.start();
     let mut next = 0;

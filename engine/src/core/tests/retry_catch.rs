@@ -463,3 +463,54 @@ fn parallel_retry_reruns_every_branch() {
     h.succeed_token(a, json!("a"));
     assert_eq!(h.output(), json!(["a", "b"]));
 }
+
+#[test]
+fn fractional_backoff_rates_give_millisecond_delays() {
+    let mut h = Harness::new(
+        retry_machine(
+            json!([{"ErrorEquals": ["E"], "IntervalSeconds": 1, "BackoffRate": 1.5, "MaxAttempts": 3}]),
+            json!([]),
+        ),
+        json!({}),
+    );
+    h.start();
+    for expected_ms in [1000, 1500, 2250] {
+        let before = h.now;
+        h.fail_task("E", "c");
+        assert_eq!(h.timer().1, before + TimeDelta::milliseconds(expected_ms));
+        h.fire_timer();
+    }
+}
+
+#[test]
+fn full_jitter_keeps_the_delay_within_the_back_off() {
+    for _ in 0..20 {
+        let mut h = Harness::new(
+            retry_machine(
+                json!([{"ErrorEquals": ["E"], "IntervalSeconds": 10, "JitterStrategy": "FULL"}]),
+                json!([]),
+            ),
+            json!({}),
+        );
+        h.start();
+        h.fail_task("E", "c");
+        let due = h.timer().1;
+        assert!(due >= t0() && due <= t0() + TimeDelta::seconds(10), "{due}");
+    }
+}
+
+#[test]
+fn a_retry_timer_fires_only_once() {
+    let mut h = Harness::new(
+        retry_machine(json!([{"ErrorEquals": ["E"]}]), json!([])),
+        json!({}),
+    );
+    h.start();
+    h.fail_task("E", "c");
+    let (timer, _) = h.timer();
+    h.fire(timer);
+    assert_eq!(h.scheduled().len(), 2);
+    let step = h.fire(timer);
+    assert!(step.events.is_empty() && step.actions.is_empty());
+    assert_eq!(h.scheduled().len(), 2);
+}
