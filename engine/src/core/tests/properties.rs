@@ -149,7 +149,12 @@ fn durable_machine(states: &[Durable]) -> Value {
 
 /// Drives a machine to its end: answers the oldest open task (success or failure, from
 /// `answers` in turn), else fires the earliest timer.
-fn drive(definition: &Value, answers: &[(bool, i64)], roundtrip: bool) -> Harness {
+fn drive(
+    definition: &Value,
+    answers: &[(bool, i64)],
+    roundtrip: bool,
+    stop_at: Option<usize>,
+) -> Harness {
     let input = json!({"lists": [[], ["a"], ["a", "b"], ["a", "b", "c"]]});
     let mut h = Harness::new(definition.clone(), input);
     h.roundtrip = roundtrip;
@@ -160,7 +165,12 @@ fn drive(definition: &Value, answers: &[(bool, i64)], roundtrip: bool) -> Harnes
             break;
         }
         h.advance(1);
-        if let Some(task) = h.open_tasks().into_iter().next() {
+        if stop_at == Some(next) {
+            h.apply(Event::Stop {
+                error: Some("Stop".into()),
+                cause: None,
+            });
+        } else if let Some(task) = h.open_tasks().into_iter().next() {
             let (ok, value) = answers[next % answers.len()];
             next += 1;
             if ok {
@@ -207,12 +217,31 @@ proptest! {
         answers in proptest::collection::vec((any::<bool>(), -5i64..5), 1..=6),
     ) {
         let definition = durable_machine(&states);
-        let live = drive(&definition, &answers, false);
-        let replayed = drive(&definition, &answers, true);
+        let live = drive(&definition, &answers, false, None);
+        let replayed = drive(&definition, &answers, true, None);
         prop_assert!(live.outcome().is_some(), "{:?}", live.event_types());
         prop_assert_eq!(live.outcome(), replayed.outcome());
         prop_assert_eq!(&live.events, &replayed.events);
         let ids: Vec<u64> = live.events.iter().map(|e| e.id).collect();
         prop_assert_eq!(ids, (1..=live.events.len() as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_finished_execution_leaves_no_open_task_or_timer(
+        states in proptest::collection::vec(durable_state(), 1..=8),
+        answers in proptest::collection::vec((any::<bool>(), -5i64..5), 1..=6),
+        stop_at in proptest::option::of(0usize..6),
+    ) {
+        let definition = durable_machine(&states);
+        let h = drive(&definition, &answers, false, stop_at);
+        prop_assert!(h.outcome().is_some(), "{:?}", h.event_types());
+        prop_assert!(h.open_tasks().is_empty(), "{:?}", h.event_types());
+        prop_assert!(h.pending_timers().is_empty(), "{:?}", h.event_types());
+        prop_assert!(h.state.frames.is_empty());
+        let ids: Vec<u64> = h.events.iter().map(|e| e.id).collect();
+        prop_assert_eq!(ids, (1..=h.events.len() as u64).collect::<Vec<_>>());
+        prop_assert!(h.events.iter().all(|e| e.previous_event_id < e.id));
+        let finishes = h.actions.iter().filter(|a| matches!(a, Action::Finish(_))).count();
+        prop_assert_eq!(finishes, 1);
     }
 }

@@ -310,6 +310,7 @@ fn retry_count_is_zero_on_a_task_without_retry() {
         json!({}),
     );
     h.start();
+    assert_eq!(h.status(), ExecutionStatus::Running, "{:?}", h.outcome());
     assert_eq!(h.task().input, json!({"n": 0}));
 }
 
