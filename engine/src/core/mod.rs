@@ -8,6 +8,7 @@ mod errors;
 pub mod history;
 mod machine;
 mod states;
+#[cfg(test)] mod tests;
 
 pub use machine::{ExecState, Frame, FrameWait};
 
