@@ -9,9 +9,11 @@ pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// `retryable`: the state is a Task, Parallel or Map, whose context shows `RetryCount`.
 pub fn build(
     info: &ExecInfo,
     frame: &Frame,
+    retryable: bool,
     token: Option<&str>,
     item: Option<(usize, &Value)>,
 ) -> Value {
@@ -34,7 +36,7 @@ pub fn build(
     );
     let mut state = json!({ "Name": frame.state, "EnteredTime": timestamp(frame.entered_time) });
     // AWS shows RetryCount only on states that can retry (recorded: a Pass state has none).
-    if !frame.retry_counts.is_empty() {
+    if retryable {
         state["RetryCount"] = json!(retry_count);
     }
     ctx.insert("State".to_owned(), state);

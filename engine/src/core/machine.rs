@@ -193,7 +193,11 @@ impl<'i, 's> Run<'i, 's> {
 
     /// The context object (`$$`) for a frame, with optional task token and Map item.
     pub fn context(&self, id: u64, token: Option<&str>, item: Option<(usize, &Value)>) -> Value {
-        super::context::build(self.it.info, self.frame(id), token, item)
+        let retryable = matches!(
+            self.state_of(id).kind,
+            Kind::Task(_) | Kind::Parallel(_) | Kind::Map(_)
+        );
+        super::context::build(self.it.info, self.frame(id), retryable, token, item)
     }
 
     /// Evaluates `f` with a scope whose `$` is `input`, for frame `id`.

@@ -8,7 +8,8 @@ mod errors;
 pub mod history;
 mod machine;
 mod states;
-#[cfg(test)] mod tests;
+#[cfg(test)]
+mod tests;
 
 pub use machine::{ExecState, Frame, FrameWait};
 

@@ -438,7 +438,6 @@ fn a_failure_deep_inside_closes_every_nested_task() {
 }
 
 #[test]
-#[ignore = "bug: with both ToleratedFailureCount and ToleratedFailurePercentage the Map fails only when both are exceeded (AWS: either)"]
 fn exceeding_either_tolerated_threshold_fails_the_map() {
     // 1 failure of 4 is within the count (5) but above the percentage (10 %).
     let mut h = Harness::new(

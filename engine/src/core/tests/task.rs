@@ -300,7 +300,6 @@ fn oversized_task_result_fails_with_data_limit_exceeded_uncaught() {
 }
 
 #[test]
-#[ignore = "bug: $$.State.RetryCount is missing on Task/Parallel/Map states without Retry (AWS: 0)"]
 fn retry_count_is_zero_on_a_task_without_retry() {
     let mut h = Harness::new(
         task_machine(
