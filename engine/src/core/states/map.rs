@@ -157,10 +157,7 @@ fn select(
 
 /// AWS's message for a `…Path` field whose value has the wrong type.
 fn not_valid(run: &Run, id: u64, field: &str, value: &Value, kind: &str, path: &str) -> Failure {
-    let shown = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let shown = super::text_of(value);
     runtime(
         run,
         id,

@@ -47,3 +47,11 @@ pub(crate) fn output(run: &Run, id: u64, state: &State, value: &Value) -> Result
 pub(crate) fn runtime(run: &Run, id: u64, message: String) -> Failure {
     run.data_failure(id, data::DataError::runtime(message))
 }
+
+/// A value as AWS quotes it in messages: a string's text, anything else as JSON.
+pub(crate) fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

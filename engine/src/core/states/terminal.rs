@@ -5,7 +5,6 @@ use super::super::machine::Run;
 use super::{effective_input, output};
 use crate::asl::{FailSpec, State, StringOrPath, Transition};
 use crate::data;
-use serde_json::Value;
 
 pub fn succeed(run: &mut Run, id: u64, state: &State) -> Result<(), Failure> {
     let effective = effective_input(run, id, state)?;
@@ -38,10 +37,7 @@ fn resolve(
             let value = run
                 .with_scope(id, raw, |s| data::eval_expression(path, name, s))
                 .map_err(|e| run.data_failure(id, e))?;
-            Ok(Some(match value {
-                Value::String(s) => s,
-                other => other.to_string(),
-            }))
+            Ok(Some(super::text_of(&value)))
         }
     }
 }

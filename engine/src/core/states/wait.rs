@@ -78,10 +78,7 @@ fn due_time(
         WaitSpec::TimestampPath(path) => {
             let value = select(path)?;
             value.as_str().and_then(parse_timestamp).map(|t| t.to_utc()).ok_or_else(|| {
-                let shown = match &value {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
+                let shown = super::text_of(&value);
                 runtime(
                     run,
                     id,
