@@ -6,6 +6,7 @@
 
 mod functions;
 
+use super::cursor::Cursor;
 use super::{DataError, Scope, jsonpath};
 use serde_json::Value;
 
@@ -93,48 +94,35 @@ fn unescape(raw: &str) -> String {
 
 fn parse(expr: &str) -> Result<Call, String> {
     let mut p = Parser {
-        chars: expr.chars().collect(),
-        pos: 0,
-        text: expr,
+        cursor: Cursor::new(expr, "intrinsic function"),
     };
     p.skip_ws();
     let call = p.call()?;
     p.skip_ws();
-    if p.pos < p.chars.len() {
+    if !p.at_end() {
         return Err(p.error("unexpected text after the closing parenthesis"));
     }
     Ok(call)
 }
 
 struct Parser<'a> {
-    chars: Vec<char>,
-    pos: usize,
-    text: &'a str,
+    cursor: Cursor<'a>,
+}
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.cursor
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cursor
+    }
 }
 
 impl Parser<'_> {
-    fn error(&self, what: &str) -> String {
-        format!(
-            "Invalid intrinsic function '{}': {} at position {}",
-            self.text, what, self.pos
-        )
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.pos += 1;
-        }
-    }
-
-    fn starts_with(&self, word: &str) -> bool {
-        let end = self.pos + word.chars().count();
-        end <= self.chars.len() && self.chars[self.pos..end].iter().copied().eq(word.chars())
-    }
-
     fn call(&mut self) -> Result<Call, String> {
         if !self.starts_with("States.") {
             return Err(self.error("expected 'States.'"));

@@ -2,6 +2,7 @@
 //! and the `InputPath → Parameters → ResultSelector → ResultPath → OutputPath` pipeline steps.
 //! Everything here is pure: values in, values (or a [`DataError`]) out.
 
+mod cursor;
 pub mod intrinsics;
 pub mod jsonpath;
 pub mod payload;

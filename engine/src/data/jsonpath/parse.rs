@@ -2,6 +2,7 @@
 //! hand-written recursive-descent parser. Parsing never panics; every malformed input is a
 //! `String` error that names the path and the position.
 
+use crate::data::cursor::Cursor;
 use serde_json::Value;
 
 /// What a path starts from.
@@ -93,12 +94,10 @@ impl Path {
 /// Parses a whole path (`$…`, `$$…`, `$var…`).
 pub fn parse(text: &str) -> Result<Path, String> {
     let mut p = Parser {
-        chars: text.chars().collect(),
-        pos: 0,
-        text,
+        cursor: Cursor::new(text, "JSONPath"),
     };
     let path = p.path()?;
-    if p.pos < p.chars.len() {
+    if !p.at_end() {
         return Err(p.error("unexpected character"));
     }
     Ok(path)
@@ -110,50 +109,23 @@ pub fn is_ident_char(c: char) -> bool {
 }
 
 struct Parser<'a> {
-    chars: Vec<char>,
-    pos: usize,
-    text: &'a str,
+    cursor: Cursor<'a>,
+}
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.cursor
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cursor
+    }
 }
 
 impl Parser<'_> {
-    fn error(&self, what: &str) -> String {
-        format!(
-            "Invalid JSONPath '{}': {} at position {}",
-            self.text, what, self.pos
-        )
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn peek_at(&self, offset: usize) -> Option<char> {
-        self.chars.get(self.pos + offset).copied()
-    }
-
-    fn eat(&mut self, c: char) -> bool {
-        if self.peek() == Some(c) {
-            self.pos += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, c: char) -> Result<(), String> {
-        if self.eat(c) {
-            Ok(())
-        } else {
-            Err(self.error(&format!("expected '{c}'")))
-        }
-    }
-
-    fn skip_ws(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.pos += 1;
-        }
-    }
-
     fn path(&mut self) -> Result<Path, String> {
         self.expect('$')?;
         let root = if self.eat('$') {
