@@ -9,3 +9,8 @@ pub mod ports;
 pub use domain::*;
 pub use error::{ErrorName, GatewayError, StoreError};
 pub use ports::*;
+pub mod sandbox;
+pub mod sqlite;
+
+pub use sandbox::{SandboxPayments, SandboxShipping};
+pub use sqlite::{Durability, SqliteStore};
