@@ -7,6 +7,7 @@
 //! A release that finds no reservation leaves a marker row (status `RELEASED`, no lines), so a
 //! reserve that arrives late (a retried or zombie step after the compensation ran) is refused:
 //! it gets `Reserved::Existing` with that empty released reservation, and takes nothing.
+//! `reservation()` shows the marker the same way: `RELEASED`, no lines, stamped at the release.
 
 use super::{SqliteStore, get_json, get_ts, get_u64, immediate, now, to_json, to_sql_u64};
 use crate::domain::*;
