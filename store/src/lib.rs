@@ -2,6 +2,8 @@
 //! through which steps reach them (repositories and gateways), the catalogue of error names the
 //! steps report, and the SQLite adapters and sandbox gateways of the embedded default.
 
+#[cfg(feature = "contract")]
+pub mod contract;
 pub mod domain;
 pub mod error;
 pub mod ports;
@@ -9,3 +11,8 @@ pub mod ports;
 pub use domain::*;
 pub use error::{ErrorName, GatewayError, StoreError};
 pub use ports::*;
+pub mod sandbox;
+pub mod sqlite;
+
+pub use sandbox::{SandboxPayments, SandboxShipping};
+pub use sqlite::{Durability, SqliteStore};

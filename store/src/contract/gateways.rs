@@ -1,0 +1,143 @@
+//! The contract of `PaymentGateway` and `ShippingGateway`: one charge per idempotency key and
+//! never a second one for other parameters, refunds once and only of what was charged, one
+//! shipment per order. Uses only `pm_card_visa`, which succeeds on every provider's test mode.
+
+use super::{address, line, order_id};
+use crate::domain::*;
+use crate::error::GatewayError;
+use crate::ports::*;
+use std::sync::Arc;
+
+fn request(id: &OrderId, amount_cents: u64) -> ChargeRequest {
+    ChargeRequest {
+        idempotency_key: id.charge_key(),
+        order_id: id.clone(),
+        amount_cents,
+        currency: "EUR".to_owned(),
+        payment_method: "pm_card_visa".to_owned(),
+    }
+}
+
+pub async fn charge_is_once_per_key(payments: &dyn PaymentGateway) {
+    let id = order_id("charge");
+    assert_eq!(payments.find_charge(&id).await.expect("find"), None);
+    let first = payments.charge(&request(&id, 3499)).await.expect("charge");
+    assert_eq!((first.amount_cents, first.currency.as_str()), (3499, "EUR"));
+    assert_eq!(
+        (&first.order_id, first.idempotency_key.as_str()),
+        (&id, id.charge_key().as_str())
+    );
+    assert_eq!(
+        payments.charge(&request(&id, 3499)).await.expect("replay"),
+        first
+    );
+    assert_eq!(payments.find_charge(&id).await.expect("find"), Some(first));
+}
+
+pub async fn charge_key_reuse_with_other_amount_is_refused(payments: &dyn PaymentGateway) {
+    let id = order_id("key-reuse");
+    let first = payments.charge(&request(&id, 3499)).await.expect("charge");
+    let err = payments
+        .charge(&request(&id, 3500))
+        .await
+        .expect_err("other amount");
+    assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
+    assert!(
+        !err.is_transient(),
+        "a retry must not turn it into a second charge"
+    );
+    let mut other_currency = request(&id, 3499);
+    other_currency.currency = "USD".to_owned();
+    let err = payments
+        .charge(&other_currency)
+        .await
+        .expect_err("other currency");
+    assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
+    assert_eq!(payments.find_charge(&id).await.expect("find"), Some(first));
+}
+
+/// Many calls with one key at once (at-least-once steps running twice) make one charge.
+pub async fn concurrent_charges_with_one_key_charge_once(payments: Arc<dyn PaymentGateway>) {
+    let id = order_id("charge-race");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (payments, req) = (payments.clone(), request(&id, 1000));
+            tokio::spawn(async move { payments.charge(&req).await })
+        })
+        .collect();
+    let mut charge_ids = Vec::new();
+    for task in tasks {
+        charge_ids.push(task.await.expect("task").expect("charge").charge_id);
+    }
+    charge_ids.dedup();
+    assert_eq!(charge_ids.len(), 1, "one charge: {charge_ids:?}");
+}
+
+pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGateway) {
+    let never = order_id("refund-none");
+    assert_eq!(
+        payments
+            .refund(&never, &never.refund_key())
+            .await
+            .expect("refund"),
+        Refunded::NothingCharged
+    );
+
+    let id = order_id("refund");
+    let charge = payments.charge(&request(&id, 2500)).await.expect("charge");
+    let Refunded::Now(refund) = payments
+        .refund(&id, &id.refund_key())
+        .await
+        .expect("refund")
+    else {
+        panic!("the first refund must refund");
+    };
+    assert_eq!(
+        (&refund.charge_id, refund.amount_cents),
+        (&charge.charge_id, 2500),
+        "in full"
+    );
+    assert_eq!(
+        (&refund.order_id, refund.idempotency_key.as_str()),
+        (&id, id.refund_key().as_str())
+    );
+    assert_eq!(
+        payments.refund(&id, &id.refund_key()).await.expect("again"),
+        Refunded::Already(refund)
+    );
+    // A refund after a charge that came late (the compensation ran first) still refunds it.
+    let late = order_id("refund-late");
+    assert_eq!(
+        payments
+            .refund(&late, &late.refund_key())
+            .await
+            .expect("early"),
+        Refunded::NothingCharged
+    );
+    payments
+        .charge(&request(&late, 700))
+        .await
+        .expect("late charge");
+    assert!(matches!(
+        payments.refund(&late, &late.refund_key()).await.expect("refund"),
+        Refunded::Now(r) if r.amount_cents == 700
+    ));
+}
+
+pub async fn one_shipment_per_order(shipping: &dyn ShippingGateway) {
+    let id = order_id("ship");
+    assert_eq!(shipping.shipment(&id).await.expect("shipment"), None);
+    let request = ShipmentRequest {
+        order_id: id.clone(),
+        address: address("75001"),
+        lines: vec![line("SKU-A", 2)],
+    };
+    let first = shipping.create_shipment(&request).await.expect("ship");
+    assert_eq!(first.order_id, id);
+    assert!(!first.tracking_number.is_empty());
+    assert_eq!(
+        shipping.create_shipment(&request).await.expect("again"),
+        first
+    );
+    assert_eq!(shipping.shipment(&id).await.expect("shipment"), Some(first));
+}

@@ -1,0 +1,165 @@
+//! The repository and gateway contract as a test suite any adapter runs: each `pub async fn`
+//! states one promise of a port (see `ports.rs`) and panics when the adapter breaks it.
+//! [`contract_suite!`](crate::contract_suite) turns them into one `#[tokio::test]` each for an
+//! adapter. Compiled with the `contract` feature, which the crate's own tests enable.
+//!
+//! Tests use fresh order ids and SKUs, so they also hold on a shared, non-empty store (a
+//! DynamoDB table that outlives the run), and fixed-millisecond timestamps, which any backend
+//! stores exactly.
+
+pub mod gateways;
+pub mod inventory;
+pub mod orders;
+
+use crate::domain::*;
+use crate::ports::*;
+use chrono::{DateTime, SubsecRound, Utc};
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The adapters under test, fresh for each test, with whatever must live as long as they do
+/// (a temporary directory, a container handle).
+pub struct Adapters {
+    pub orders: Arc<dyn OrderRepository>,
+    pub inventory: Arc<dyn InventoryRepository>,
+    pub payments: Arc<dyn PaymentGateway>,
+    pub shipping: Arc<dyn ShippingGateway>,
+    pub guard: Box<dyn Any + Send + Sync>,
+}
+
+/// An id no other test (or earlier run against a shared store) has used.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let run = Utc::now().timestamp_nanos_opt().unwrap_or_default();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}-{:x}{run:x}-{n}", std::process::id())
+}
+
+pub fn order_id(prefix: &str) -> OrderId {
+    OrderId::parse(&unique(prefix)).expect("unique ids are valid order ids")
+}
+
+/// Now, to the millisecond.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+pub fn address(postal_code: &str) -> Address {
+    Address {
+        name: "Ada Lovelace".to_owned(),
+        line1: "12 St James's Square".to_owned(),
+        city: "London".to_owned(),
+        postal_code: postal_code.to_owned(),
+        country: "GB".to_owned(),
+    }
+}
+
+/// A new order of two lines, 2 × 1250 + 1 × 999 = 3499 cents.
+pub fn new_order(id: &OrderId) -> NewOrder {
+    NewOrder {
+        order_id: id.clone(),
+        customer_id: "cus_1".to_owned(),
+        items: vec![
+            LineItem {
+                sku: "SKU-A".to_owned(),
+                quantity: 2,
+                unit_price_cents: 1250,
+            },
+            LineItem {
+                sku: "SKU-B".to_owned(),
+                quantity: 1,
+                unit_price_cents: 999,
+            },
+        ],
+        currency: "EUR".to_owned(),
+        payment_method: "pm_card_visa".to_owned(),
+        shipping_address: address("75001"),
+        amount_cents: 3499,
+        requires_approval: false,
+        body_hash: "sha256:body-1".to_owned(),
+        created_at: now(),
+    }
+}
+
+pub fn line(sku: &str, quantity: u32) -> ReservedLine {
+    ReservedLine {
+        sku: sku.to_owned(),
+        quantity,
+    }
+}
+
+pub fn failure(error: &str) -> Failure {
+    Failure {
+        error: error.to_owned(),
+        cause: format!("{error} happened"),
+    }
+}
+
+/// Generates one `#[tokio::test]` per contract test. `$fresh` is an async fn returning
+/// [`Adapters`], called once per test.
+///
+/// ```ignore
+/// async fn fresh() -> store::contract::Adapters { … }
+/// store::contract_suite!(fresh);
+/// ```
+#[macro_export]
+macro_rules! contract_suite {
+    ($fresh:path) => {
+        $crate::contract_suite!(@each $fresh, orders, orders:
+            create_is_conditional,
+            get_of_an_unknown_order_is_none,
+            execution_is_recorded_once,
+            status_moves_forward_only,
+            failure_is_recorded_once_and_only_with_compensation,
+            writes_to_an_unknown_order_are_not_found,
+            park_keeps_first_request_time_and_latest_token,
+            decision_is_recorded_once,
+            decision_needs_a_parked_token,
+            park_after_a_decision_changes_nothing,
+            pending_approvals_oldest_first
+        );
+        $crate::contract_suite!(@each $fresh, inventory, inventory:
+            set_available_reports_the_level,
+            unknown_sku_is_out_of_stock,
+            reserve_is_all_or_nothing,
+            one_reservation_per_order,
+            release_is_idempotent_and_noop_without_reservation,
+            release_after_ship_keeps_stock_shipped,
+            ship_is_idempotent_and_needs_a_held_reservation
+        );
+        $crate::contract_suite!(@each $fresh, gateways, payments:
+            charge_is_once_per_key,
+            charge_key_reuse_with_other_amount_is_refused,
+            refund_is_once_and_noop_without_charge
+        );
+        $crate::contract_suite!(@each $fresh, gateways, shipping:
+            one_shipment_per_order
+        );
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn concurrent_orders_never_oversell_the_last_unit() {
+            let adapters = $fresh().await;
+            $crate::contract::inventory::concurrent_orders_never_oversell_the_last_unit(
+                adapters.inventory.clone(),
+            )
+            .await;
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn concurrent_charges_with_one_key_charge_once() {
+            let adapters = $fresh().await;
+            $crate::contract::gateways::concurrent_charges_with_one_key_charge_once(
+                adapters.payments.clone(),
+            )
+            .await;
+        }
+    };
+    (@each $fresh:path, $module:ident, $port:ident: $($name:ident),+) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let adapters = $fresh().await;
+                $crate::contract::$module::$name(&*adapters.$port).await;
+            }
+        )+
+    };
+}

@@ -1,0 +1,371 @@
+//! The contract of `OrderRepository`: conditional create, forward-only status, approvals parked
+//! and decided once.
+
+use super::{failure, new_order, now, order_id};
+use crate::domain::*;
+use crate::error::StoreError;
+use crate::ports::*;
+use chrono::Duration;
+
+async fn created(repo: &dyn OrderRepository, prefix: &str) -> Order {
+    let id = order_id(prefix);
+    match repo.create(new_order(&id)).await.expect("create") {
+        Created::New(order) => order,
+        other => panic!("a fresh id must create, got {other:?}"),
+    }
+}
+
+/// An order parked for approval with `token` at `at`.
+async fn parked(
+    repo: &dyn OrderRepository,
+    token: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Order {
+    let order = created(repo, "parked").await;
+    repo.advance(order.id(), OrderStatus::Charged, None)
+        .await
+        .expect("advance");
+    repo.park_approval(order.id(), token, at)
+        .await
+        .expect("park")
+}
+
+pub async fn create_is_conditional(repo: &dyn OrderRepository) {
+    let id = order_id("create");
+    let new = new_order(&id);
+    let Created::New(first) = repo.create(new.clone()).await.expect("create") else {
+        panic!("first create must store the order");
+    };
+    assert_eq!(first.new, new, "stored as given");
+    assert_eq!(first.status, OrderStatus::Accepted);
+    assert_eq!(
+        (first.execution_arn.as_ref(), first.failure.as_ref()),
+        (None, None)
+    );
+    assert_eq!(first.approval, None);
+
+    assert_eq!(
+        repo.create(new.clone()).await.expect("replay"),
+        Created::Existing(first.clone())
+    );
+
+    // Another body under the same id changes nothing; the caller compares hashes.
+    let mut other = new.clone();
+    other.body_hash = "sha256:body-2".to_owned();
+    other.amount_cents = 1;
+    assert_eq!(
+        repo.create(other).await.expect("conflict"),
+        Created::Existing(first.clone())
+    );
+    assert_eq!(repo.get(&id).await.expect("get"), Some(first));
+}
+
+pub async fn get_of_an_unknown_order_is_none(repo: &dyn OrderRepository) {
+    assert_eq!(repo.get(&order_id("unknown")).await.expect("get"), None);
+}
+
+pub async fn execution_is_recorded_once(repo: &dyn OrderRepository) {
+    let order = created(repo, "exec").await;
+    let arn = format!("arn:aws:states:local:0:execution:order-saga:{}", order.id());
+    repo.set_execution(order.id(), &arn).await.expect("set");
+    repo.set_execution(order.id(), &arn)
+        .await
+        .expect("set again");
+    repo.set_execution(order.id(), "arn:other")
+        .await
+        .expect("set other");
+    let stored = repo.get(order.id()).await.expect("get").expect("exists");
+    assert_eq!(stored.execution_arn.as_deref(), Some(arn.as_str()));
+}
+
+pub async fn status_moves_forward_only(repo: &dyn OrderRepository) {
+    let order = created(repo, "status").await;
+    let id = order.id();
+    let after = repo
+        .advance(id, OrderStatus::Reserved, None)
+        .await
+        .expect("advance");
+    assert_eq!(after.status, OrderStatus::Reserved);
+    let after = repo
+        .advance(id, OrderStatus::Charged, None)
+        .await
+        .expect("advance");
+    assert_eq!(after.status, OrderStatus::Charged);
+    // Backwards and sideways change nothing, and say where the order is.
+    for to in [
+        OrderStatus::Accepted,
+        OrderStatus::Reserved,
+        OrderStatus::Charged,
+    ] {
+        let after = repo.advance(id, to, None).await.expect("advance");
+        assert_eq!(after.status, OrderStatus::Charged, "moved to {to:?}");
+    }
+    let done = repo
+        .advance(id, OrderStatus::Completed, None)
+        .await
+        .expect("complete");
+    assert_eq!(done.status, OrderStatus::Completed);
+    // No end is ever left.
+    for to in [
+        OrderStatus::Compensating,
+        OrderStatus::Cancelled,
+        OrderStatus::CompensationFailed,
+    ] {
+        let after = repo
+            .advance(id, to, Some(failure("Late")))
+            .await
+            .expect("advance");
+        assert_eq!(after.status, OrderStatus::Completed);
+        assert_eq!(after.failure, None);
+    }
+    assert!(done.updated_at >= order.updated_at);
+}
+
+pub async fn failure_is_recorded_once_and_only_with_compensation(repo: &dyn OrderRepository) {
+    let order = created(repo, "failure").await;
+    let id = order.id();
+    let after = repo
+        .advance(id, OrderStatus::Reserved, Some(failure("Ignored")))
+        .await
+        .expect("advance");
+    assert_eq!(after.failure, None, "a forward status carries no failure");
+    let first = failure("Payment.Declined");
+    let after = repo
+        .advance(id, OrderStatus::Compensating, Some(first.clone()))
+        .await
+        .expect("compensate");
+    assert_eq!(
+        (after.status, after.failure),
+        (OrderStatus::Compensating, Some(first.clone()))
+    );
+    // The reason that started the compensation is kept.
+    let after = repo
+        .advance(id, OrderStatus::Cancelled, Some(failure("Other")))
+        .await
+        .expect("cancel");
+    assert_eq!(
+        (after.status, after.failure),
+        (OrderStatus::Cancelled, Some(first))
+    );
+
+    // A failure arriving with the end is recorded when none was.
+    let order = created(repo, "failure-end").await;
+    let end = failure("Shipment.Rejected");
+    let after = repo
+        .advance(
+            order.id(),
+            OrderStatus::CompensationFailed,
+            Some(end.clone()),
+        )
+        .await
+        .expect("fail");
+    assert_eq!(after.failure, Some(end));
+}
+
+pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository) {
+    let id = order_id("missing");
+    let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound(_)));
+    assert!(not_found(repo.set_execution(&id, "arn").await));
+    assert!(not_found(
+        repo.advance(&id, OrderStatus::Reserved, None)
+            .await
+            .map(drop)
+    ));
+    assert!(not_found(
+        repo.park_approval(&id, "t", now()).await.map(drop)
+    ));
+    assert!(not_found(
+        repo.decide(&id, Decision::Approve, "op", None, now())
+            .await
+            .map(drop)
+    ));
+    assert_eq!(
+        repo.get(&id).await.expect("get"),
+        None,
+        "nothing was created"
+    );
+}
+
+pub async fn park_keeps_first_request_time_and_latest_token(repo: &dyn OrderRepository) {
+    let first_at = now();
+    let order = parked(repo, "token-1", first_at).await;
+    assert_eq!(order.status, OrderStatus::AwaitingApproval);
+    let approval = order.approval.clone().expect("parked");
+    assert_eq!(
+        (approval.requested_at, approval.task_token.as_deref()),
+        (first_at, Some("token-1"))
+    );
+    assert_eq!(approval.decision, None);
+
+    let later = first_at + Duration::minutes(5);
+    let again = repo
+        .park_approval(order.id(), "token-2", later)
+        .await
+        .expect("repark");
+    let approval = again.approval.clone().expect("parked");
+    assert_eq!(
+        approval.requested_at, first_at,
+        "the wait is measured from the first request"
+    );
+    assert_eq!(approval.task_token.as_deref(), Some("token-2"));
+    assert_eq!(again.status, OrderStatus::AwaitingApproval);
+
+    // An order past the approval (compensating) is not parked again.
+    repo.advance(
+        again.id(),
+        OrderStatus::Compensating,
+        Some(failure("States.Timeout")),
+    )
+    .await
+    .expect("compensate");
+    let after = repo
+        .park_approval(again.id(), "token-3", later)
+        .await
+        .expect("park late");
+    assert_eq!(after.status, OrderStatus::Compensating);
+    assert_eq!(
+        after.approval.and_then(|a| a.task_token).as_deref(),
+        Some("token-2")
+    );
+}
+
+pub async fn decision_is_recorded_once(repo: &dyn OrderRepository) {
+    let order = parked(repo, "token-d", now()).await;
+    let id = order.id();
+    let at = now();
+    let Decided::Applied {
+        order: decided,
+        task_token,
+    } = repo
+        .decide(id, Decision::Approve, "op-1", Some("looks fine"), at)
+        .await
+        .expect("decide")
+    else {
+        panic!("the first decision must apply");
+    };
+    assert_eq!(
+        task_token, "token-d",
+        "the parked token is handed back to answer the workflow"
+    );
+    let approval = decided.approval.clone().expect("approval");
+    assert_eq!(approval.decision, Some(Decision::Approve));
+    assert_eq!(approval.decided_by.as_deref(), Some("op-1"));
+    assert_eq!(approval.decided_at, Some(at));
+    assert_eq!(approval.reason.as_deref(), Some("looks fine"));
+    assert_eq!(
+        approval.task_token, None,
+        "a decided approval holds no token"
+    );
+    assert_eq!(decided.status, OrderStatus::Approved);
+
+    let replay = repo
+        .decide(id, Decision::Approve, "op-2", None, now())
+        .await
+        .expect("replay");
+    assert_eq!(replay, Decided::Replayed(decided.clone()));
+    let conflict = repo
+        .decide(id, Decision::Reject, "op-2", None, now())
+        .await
+        .expect("conflict");
+    assert_eq!(conflict, Decided::Conflict(decided.clone()));
+    assert_eq!(repo.get(id).await.expect("get"), Some(decided));
+
+    // A rejection is recorded the same way; the compensation it starts moves the status.
+    let order = parked(repo, "token-r", now()).await;
+    let rejected = repo
+        .decide(order.id(), Decision::Reject, "op-1", Some("fraud"), now())
+        .await
+        .expect("reject");
+    let Decided::Applied {
+        order: rejected, ..
+    } = rejected
+    else {
+        panic!("the first rejection must apply, got {rejected:?}");
+    };
+    assert_eq!(
+        rejected.approval.and_then(|a| a.decision),
+        Some(Decision::Reject)
+    );
+}
+
+pub async fn decision_needs_a_parked_token(repo: &dyn OrderRepository) {
+    // Not there yet.
+    let order = created(repo, "not-parked").await;
+    let decided = repo
+        .decide(order.id(), Decision::Approve, "op", None, now())
+        .await
+        .expect("decide");
+    assert!(
+        matches!(decided, Decided::NotAwaiting(ref o) if o.approval.is_none()),
+        "{decided:?}"
+    );
+
+    // Over: the approval timed out and the order is compensating.
+    let order = parked(repo, "token-t", now()).await;
+    repo.advance(
+        order.id(),
+        OrderStatus::Compensating,
+        Some(failure("States.Timeout")),
+    )
+    .await
+    .expect("compensate");
+    let decided = repo
+        .decide(order.id(), Decision::Approve, "op", None, now())
+        .await
+        .expect("decide");
+    let Decided::NotAwaiting(after) = decided else {
+        panic!("a decision after the timeout must not apply, got {decided:?}");
+    };
+    assert_eq!(after.approval.and_then(|a| a.decision), None);
+}
+
+pub async fn park_after_a_decision_changes_nothing(repo: &dyn OrderRepository) {
+    let order = parked(repo, "token-p", now()).await;
+    let Decided::Applied { order: decided, .. } = repo
+        .decide(order.id(), Decision::Reject, "op", None, now())
+        .await
+        .expect("decide")
+    else {
+        panic!("the first decision must apply");
+    };
+    // A re-issued task (the answer to the engine was lost) finds the decision and no new token.
+    let after = repo
+        .park_approval(order.id(), "token-new", now())
+        .await
+        .expect("park");
+    assert_eq!(after, decided);
+}
+
+pub async fn pending_approvals_oldest_first(repo: &dyn OrderRepository) {
+    let base = now() - Duration::days(3650);
+    let newest = parked(repo, "pending-c", base + Duration::seconds(30)).await;
+    let oldest = parked(repo, "pending-a", base).await;
+    let middle = parked(repo, "pending-b", base + Duration::seconds(10)).await;
+    let decided = parked(repo, "pending-d", base + Duration::seconds(5)).await;
+    repo.decide(decided.id(), Decision::Approve, "op", None, now())
+        .await
+        .expect("decide");
+    created(repo, "pending-none").await;
+
+    let mine = [oldest.id(), middle.id(), newest.id(), decided.id()];
+    let pending: Vec<PendingApproval> = repo
+        .pending_approvals(10_000)
+        .await
+        .expect("pending")
+        .into_iter()
+        .filter(|p| mine.contains(&&p.order_id))
+        .collect();
+    let ids: Vec<&OrderId> = pending.iter().map(|p| &p.order_id).collect();
+    assert_eq!(
+        ids,
+        [oldest.id(), middle.id(), newest.id()],
+        "decided ones drop out"
+    );
+    let first = &pending[0];
+    assert_eq!((first.amount_cents, first.currency.as_str()), (3499, "EUR"));
+    assert_eq!(
+        (first.requested_at, first.task_token.as_str()),
+        (base, "pending-a")
+    );
+    assert!(repo.pending_approvals(2).await.expect("limited").len() <= 2);
+}

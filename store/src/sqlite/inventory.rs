@@ -1,0 +1,265 @@
+//! `InventoryRepository` on SQLite. A reservation is one immediate transaction: it checks that
+//! the order has none, then takes each SKU with a conditional decrement
+//! (`… WHERE available >= quantity`), and rolls everything back at the first SKU short. Since
+//! the write lock is held from the first read, two orders for the last unit are serialized and
+//! exactly one gets it; the `CHECK`s on the stock table back this up.
+//!
+//! A release that finds no reservation leaves a marker row (status `RELEASED`, no lines), so a
+//! reserve that arrives late (a retried or zombie step after the compensation ran) is refused:
+//! it gets `Reserved::Existing` with that empty released reservation, and takes nothing.
+//! `reservation()` shows the marker the same way: `RELEASED`, no lines, stamped at the release.
+
+use super::{SqliteStore, get_json, get_ts, get_u64, immediate, now, to_json, to_sql_u64};
+use crate::domain::*;
+use crate::error::StoreError;
+use crate::ports::{InventoryRepository, Released, Reserved};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::BTreeMap;
+
+fn status_str(s: ReservationStatus) -> &'static str {
+    match s {
+        ReservationStatus::Held => "HELD",
+        ReservationStatus::Released => "RELEASED",
+        ReservationStatus::Shipped => "SHIPPED",
+    }
+}
+
+/// A reservation row, with the marker of a release that came first.
+struct Row {
+    reservation: Reservation,
+    released_unreserved: bool,
+}
+
+fn load(conn: &Connection, id: &OrderId) -> Result<Option<Row>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT lines, status, created_at, released_unreserved FROM reservations \
+             WHERE order_id = ?1",
+        )?
+        .query_row([id.as_str()], |r| {
+            let status = match r.get::<_, String>(1)?.as_str() {
+                "HELD" => ReservationStatus::Held,
+                "RELEASED" => ReservationStatus::Released,
+                "SHIPPED" => ReservationStatus::Shipped,
+                other => return Err(super::bad_column(1, format!("unknown status {other}"))),
+            };
+            Ok(Row {
+                reservation: Reservation {
+                    order_id: id.clone(),
+                    lines: get_json(r, 0)?,
+                    status,
+                    created_at: get_ts(r, 2)?,
+                },
+                released_unreserved: r.get(3)?,
+            })
+        })
+        .optional()?)
+}
+
+fn stock_level(conn: &Connection, sku: &str) -> Result<Option<StockLevel>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT available, reserved, shipped FROM stock WHERE sku = ?1")?
+        .query_row([sku], |r| {
+            Ok(StockLevel {
+                sku: sku.to_owned(),
+                available: get_u64(r, 0)?,
+                reserved: get_u64(r, 1)?,
+                shipped: get_u64(r, 2)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Quantities per SKU: an order may list one SKU on several lines, and availability must be
+/// checked against their sum.
+fn per_sku(lines: &[ReservedLine]) -> BTreeMap<&str, u64> {
+    let mut total = BTreeMap::new();
+    for line in lines {
+        *total.entry(line.sku.as_str()).or_insert(0u64) += u64::from(line.quantity);
+    }
+    total
+}
+
+/// Moves `quantity` of each line's SKU from `reserved` to another column (`available` on a
+/// release, `shipped` on shipping). Fails if the stock does not hold what the reservation says.
+fn move_reserved(conn: &Connection, res: &Reservation, to_column: &str) -> Result<(), StoreError> {
+    let sql = format!(
+        "UPDATE stock SET reserved = reserved - ?2, {to_column} = {to_column} + ?2 \
+         WHERE sku = ?1 AND reserved >= ?2"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    for (sku, quantity) in per_sku(&res.lines) {
+        if stmt.execute(params![sku, to_sql_u64(quantity, "quantity")?])? != 1 {
+            return Err(StoreError::Internal(format!(
+                "stock of {sku} does not hold the reservation of order {}",
+                res.order_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn set_status(
+    conn: &Connection,
+    id: &OrderId,
+    status: ReservationStatus,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "UPDATE reservations SET status = ?2, updated_at = ?3 WHERE order_id = ?1",
+    )?
+    .execute(params![id.as_str(), status_str(status), now()])?;
+    Ok(())
+}
+
+#[async_trait]
+impl InventoryRepository for SqliteStore {
+    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError> {
+        let sku = sku.to_owned();
+        let count = to_sql_u64(available, "available quantity")?;
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            tx.prepare_cached(
+                "INSERT INTO stock (sku, available, reserved, shipped) VALUES (?1, ?2, 0, 0) \
+                 ON CONFLICT (sku) DO UPDATE SET available = excluded.available",
+            )?
+            .execute(params![sku, count])?;
+            let level = stock_level(&tx, &sku)?
+                .ok_or_else(|| StoreError::Internal(format!("stock of {sku} vanished")))?;
+            tx.commit()?;
+            Ok(level)
+        })
+        .await
+    }
+
+    async fn stock(&self, sku: &str) -> Result<Option<StockLevel>, StoreError> {
+        let sku = sku.to_owned();
+        self.read(move |conn| stock_level(conn, &sku)).await
+    }
+
+    async fn reserve(
+        &self,
+        order_id: &OrderId,
+        lines: &[ReservedLine],
+    ) -> Result<Reserved, StoreError> {
+        let id = order_id.clone();
+        let lines = lines.to_vec();
+        let lines_json = to_json(&lines)?;
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            if let Some(row) = load(&tx, &id)? {
+                return Ok(Reserved::Existing(row.reservation));
+            }
+            {
+                let mut take = tx.prepare_cached(
+                    "UPDATE stock SET available = available - ?2, reserved = reserved + ?2 \
+                     WHERE sku = ?1 AND available >= ?2",
+                )?;
+                for (sku, quantity) in per_sku(&lines) {
+                    if take.execute(params![sku, to_sql_u64(quantity, "quantity")?])? == 0 {
+                        let available = stock_level(&tx, sku)?.map_or(0, |s| s.available);
+                        // Returning drops `tx`, which rolls back the SKUs taken so far.
+                        return Ok(Reserved::OutOfStock {
+                            sku: sku.to_owned(),
+                            requested: u32::try_from(quantity).unwrap_or(u32::MAX),
+                            available,
+                        });
+                    }
+                }
+            }
+            let created_at = chrono::Utc::now();
+            let stamp = super::ts(created_at);
+            tx.prepare_cached(
+                "INSERT INTO reservations (order_id, lines, status, created_at, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?4)",
+            )?
+            .execute(params![
+                id.as_str(),
+                lines_json,
+                status_str(ReservationStatus::Held),
+                stamp
+            ])?;
+            tx.commit()?;
+            Ok(Reserved::New(Reservation {
+                order_id: id,
+                lines,
+                status: ReservationStatus::Held,
+                // Read back from the text form so the value equals what `reservation()` returns.
+                created_at: super::parse_ts(0, &stamp)?,
+            }))
+        })
+        .await
+    }
+
+    async fn release(&self, order_id: &OrderId) -> Result<Released, StoreError> {
+        let id = order_id.clone();
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            let outcome = match load(&tx, &id)? {
+                None => {
+                    let stamp = now();
+                    tx.prepare_cached(
+                        "INSERT INTO reservations \
+                         (order_id, lines, status, released_unreserved, created_at, updated_at) \
+                         VALUES (?1, '[]', ?2, 1, ?3, ?3)",
+                    )?
+                    .execute(params![
+                        id.as_str(),
+                        status_str(ReservationStatus::Released),
+                        stamp
+                    ])?;
+                    Released::NothingReserved
+                }
+                Some(row) if row.released_unreserved => return Ok(Released::NothingReserved),
+                Some(Row { reservation, .. }) => match reservation.status {
+                    ReservationStatus::Released => return Ok(Released::Already(reservation)),
+                    ReservationStatus::Shipped => return Ok(Released::Shipped(reservation)),
+                    ReservationStatus::Held => {
+                        move_reserved(&tx, &reservation, "available")?;
+                        set_status(&tx, &id, ReservationStatus::Released)?;
+                        Released::Now(Reservation {
+                            status: ReservationStatus::Released,
+                            ..reservation
+                        })
+                    }
+                },
+            };
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn mark_shipped(&self, order_id: &OrderId) -> Result<Reservation, StoreError> {
+        let id = order_id.clone();
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            let Some(row) = load(&tx, &id)? else {
+                return Err(StoreError::NotFound(format!("reservation of order {id}")));
+            };
+            let reservation = row.reservation;
+            match reservation.status {
+                ReservationStatus::Shipped => Ok(reservation),
+                ReservationStatus::Released => Err(StoreError::NotFound(format!(
+                    "held reservation of order {id} (it was released)"
+                ))),
+                ReservationStatus::Held => {
+                    move_reserved(&tx, &reservation, "shipped")?;
+                    set_status(&tx, &id, ReservationStatus::Shipped)?;
+                    tx.commit()?;
+                    Ok(Reservation {
+                        status: ReservationStatus::Shipped,
+                        ..reservation
+                    })
+                }
+            }
+        })
+        .await
+    }
+
+    async fn reservation(&self, order_id: &OrderId) -> Result<Option<Reservation>, StoreError> {
+        let id = order_id.clone();
+        self.read(move |conn| Ok(load(conn, &id)?.map(|row| row.reservation)))
+            .await
+    }
+}

@@ -1,0 +1,355 @@
+//! `OrderRepository` on SQLite. Each write is a single conditional statement (the condition is
+//! the contract: insert if absent, move status only to a higher rank, record a decision only if
+//! none is recorded), inside an immediate transaction that also reads the row back, so the
+//! record returned is exactly the one the write left.
+
+use super::{
+    SqliteStore, get_json, get_opt_ts, get_ts, get_u64, immediate, now, to_json, to_sql_u64, ts,
+};
+use crate::domain::*;
+use crate::error::StoreError;
+use crate::ports::{Created, Decided, OrderRepository, PendingApproval};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use std::sync::OnceLock;
+
+const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payment_method, \
+    shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
+    execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
+    approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at \
+    FROM orders";
+
+/// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
+/// rule so the two can never disagree.
+fn rank_sql() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        let arms: String = OrderStatus::ALL
+            .iter()
+            .map(|s| format!(" WHEN '{}' THEN {}", s.as_str(), s.rank()))
+            .collect();
+        format!("(CASE status{arms} END)")
+    })
+}
+
+fn decision_str(d: Decision) -> &'static str {
+    match d {
+        Decision::Approve => "approve",
+        Decision::Reject => "reject",
+    }
+}
+
+fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
+    let text = |idx: usize| r.get::<_, String>(idx);
+    let order_id = OrderId::parse(&text(0)?).map_err(|e| super::bad_column(0, e))?;
+    let status = text(10)?;
+    let status = OrderStatus::parse(&status)
+        .ok_or_else(|| super::bad_column(10, format!("unknown status {status}")))?;
+    let failure = match r.get::<_, Option<String>>(12)? {
+        Some(error) => Some(Failure {
+            error,
+            cause: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
+        }),
+        None => None,
+    };
+    let approval = match get_opt_ts(r, 14)? {
+        Some(requested_at) => Some(Approval {
+            requested_at,
+            task_token: r.get(15)?,
+            decision: match r.get::<_, Option<String>>(16)?.as_deref() {
+                None => None,
+                Some("approve") => Some(Decision::Approve),
+                Some("reject") => Some(Decision::Reject),
+                Some(other) => {
+                    return Err(super::bad_column(16, format!("unknown decision {other}")));
+                }
+            },
+            decided_by: r.get(17)?,
+            decided_at: get_opt_ts(r, 18)?,
+            reason: r.get(19)?,
+        }),
+        None => None,
+    };
+    Ok(Order {
+        new: NewOrder {
+            order_id,
+            customer_id: text(1)?,
+            items: get_json(r, 2)?,
+            currency: text(3)?,
+            payment_method: text(4)?,
+            shipping_address: get_json(r, 5)?,
+            amount_cents: get_u64(r, 6)?,
+            requires_approval: r.get(7)?,
+            body_hash: text(8)?,
+            created_at: get_ts(r, 9)?,
+        },
+        status,
+        execution_arn: r.get(11)?,
+        failure,
+        approval,
+        updated_at: get_ts(r, 20)?,
+    })
+}
+
+fn load(conn: &Connection, id: &OrderId) -> Result<Option<Order>, StoreError> {
+    Ok(conn
+        .prepare_cached(&format!("{SELECT_ORDER} WHERE order_id = ?1"))?
+        .query_row([id.as_str()], order_from_row)
+        .optional()?)
+}
+
+fn load_existing(conn: &Connection, id: &OrderId) -> Result<Order, StoreError> {
+    load(conn, id)?.ok_or_else(|| StoreError::NotFound(format!("order {id}")))
+}
+
+/// Runs one conditional `UPDATE` of an order (`?1` is the order id) and returns the order as it
+/// is afterwards, whether or not the condition held.
+async fn update_and_load(
+    store: &SqliteStore,
+    id: &OrderId,
+    sql: String,
+    values: Vec<rusqlite::types::Value>,
+) -> Result<Order, StoreError> {
+    let id = id.clone();
+    store
+        .write(move |conn| {
+            let tx = immediate(conn)?;
+            let mut all = vec![rusqlite::types::Value::Text(id.as_str().to_owned())];
+            all.extend(values);
+            tx.prepare_cached(&sql)?
+                .execute(rusqlite::params_from_iter(all))?;
+            let order = load_existing(&tx, &id)?;
+            tx.commit()?;
+            Ok(order)
+        })
+        .await
+}
+
+#[async_trait]
+impl OrderRepository for SqliteStore {
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
+        let items = to_json(&order.items)?;
+        let address = to_json(&order.shipping_address)?;
+        let amount = to_sql_u64(order.amount_cents, "amount")?;
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            let created_at = ts(order.created_at);
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO orders (order_id, customer_id, items, currency, payment_method, \
+                     shipping_address, amount_cents, requires_approval, body_hash, created_at, \
+                     status, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10) \
+                     ON CONFLICT (order_id) DO NOTHING",
+                )?
+                .execute(params![
+                    order.order_id.as_str(),
+                    order.customer_id,
+                    items,
+                    order.currency,
+                    order.payment_method,
+                    address,
+                    amount,
+                    order.requires_approval,
+                    order.body_hash,
+                    created_at,
+                    OrderStatus::Accepted.as_str(),
+                ])?;
+            let stored = load_existing(&tx, &order.order_id)?;
+            tx.commit()?;
+            Ok(if inserted == 1 {
+                Created::New(stored)
+            } else {
+                Created::Existing(stored)
+            })
+        })
+        .await
+    }
+
+    async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
+        let id = id.clone();
+        self.read(move |conn| load(conn, &id)).await
+    }
+
+    /// Keeps the first execution recorded: the execution name is the order id, so a second,
+    /// different ARN can only come from a bug, and must not hide the one that runs the order.
+    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
+        let sql = "UPDATE orders SET execution_arn = ?2, updated_at = ?3 \
+                   WHERE order_id = ?1 AND execution_arn IS NULL";
+        update_and_load(
+            self,
+            id,
+            sql.to_owned(),
+            vec![execution_arn.to_owned().into(), now().into()],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn advance(
+        &self,
+        id: &OrderId,
+        to: OrderStatus,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        // A failure belongs only to the statuses of a compensation.
+        let failure = failure.filter(|_| {
+            matches!(
+                to,
+                OrderStatus::Compensating
+                    | OrderStatus::Cancelled
+                    | OrderStatus::CompensationFailed
+            )
+        });
+        let (error, cause) = match failure {
+            Some(f) => (Some(f.error), Some(f.cause)),
+            None => (None, None),
+        };
+        // SET expressions all see the row as it was, so both failure columns test the old error.
+        let sql = format!(
+            "UPDATE orders SET status = ?2, updated_at = ?3, \
+             failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
+             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END \
+             WHERE order_id = ?1 AND {} < ?6",
+            rank_sql()
+        );
+        let values = vec![
+            to.as_str().to_owned().into(),
+            now().into(),
+            error.into(),
+            cause.into(),
+            i64::from(to.rank()).into(),
+        ];
+        update_and_load(self, id, sql, values).await
+    }
+
+    /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision is recorded.
+    /// After a decision the order comes back unchanged, still carrying the decision: a worker
+    /// that got a fresh token after a crash (the decision was recorded, the answer to the
+    /// engine lost) can read it there and answer with the new token.
+    async fn park_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Order, StoreError> {
+        let sql = format!(
+            "UPDATE orders SET status = ?2, approval_task_token = ?3, \
+             approval_requested_at = COALESCE(approval_requested_at, ?4), updated_at = ?5 \
+             WHERE order_id = ?1 AND approval_decision IS NULL AND {rank} <= ?6 \
+             AND (status <> ?2 OR approval_task_token IS NOT ?3)",
+            rank = rank_sql()
+        );
+        let awaiting = OrderStatus::AwaitingApproval;
+        let values = vec![
+            awaiting.as_str().to_owned().into(),
+            task_token.to_owned().into(),
+            ts(at).into(),
+            now().into(),
+            i64::from(awaiting.rank()).into(),
+        ];
+        update_and_load(self, id, sql, values).await
+    }
+
+    /// Records the decision and clears the parked token. An approval also moves the order to
+    /// `APPROVED`; a rejection leaves the status to the compensation it starts.
+    async fn decide(
+        &self,
+        id: &OrderId,
+        decision: Decision,
+        by: &str,
+        reason: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<Decided, StoreError> {
+        let id = id.clone();
+        let by = by.to_owned();
+        let reason = reason.map(str::to_owned);
+        self.write(move |conn| {
+            let tx = immediate(conn)?;
+            let order = load_existing(&tx, &id)?;
+            let approval = order.approval.as_ref();
+            if let Some(previous) = approval.and_then(|a| a.decision) {
+                return Ok(if previous == decision {
+                    Decided::Replayed(order)
+                } else {
+                    Decided::Conflict(order)
+                });
+            }
+            let token = match approval.and_then(|a| a.task_token.clone()) {
+                Some(token) if order.status == OrderStatus::AwaitingApproval => token,
+                _ => return Ok(Decided::NotAwaiting(order)),
+            };
+            let status = match decision {
+                Decision::Approve => OrderStatus::Approved,
+                Decision::Reject => OrderStatus::AwaitingApproval,
+            };
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE orders SET approval_decision = ?2, approval_decided_by = ?3, \
+                     approval_decided_at = ?4, approval_reason = ?5, approval_task_token = NULL, \
+                     status = ?6, updated_at = ?7 \
+                     WHERE order_id = ?1 AND approval_decision IS NULL AND status = ?8",
+                )?
+                .execute(params![
+                    id.as_str(),
+                    decision_str(decision),
+                    by,
+                    ts(at),
+                    reason,
+                    status.as_str(),
+                    now(),
+                    OrderStatus::AwaitingApproval.as_str(),
+                ])?;
+            if changed != 1 {
+                // The transaction holds the write lock since the read, so this is a bug.
+                return Err(StoreError::Internal(format!("decision on {id} raced")));
+            }
+            let order = load_existing(&tx, &id)?;
+            tx.commit()?;
+            Ok(Decided::Applied {
+                order,
+                task_token: token,
+            })
+        })
+        .await
+    }
+
+    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT order_id, amount_cents, currency, approval_requested_at, \
+                 approval_task_token FROM orders \
+                 WHERE status = ?1 AND approval_decision IS NULL \
+                 AND approval_task_token IS NOT NULL \
+                 ORDER BY approval_requested_at, order_id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(
+                params![OrderStatus::AwaitingApproval.as_str(), i64::from(limit)],
+                |r| {
+                    let id: String = r.get(0)?;
+                    Ok(PendingApproval {
+                        order_id: OrderId::parse(&id).map_err(|e| super::bad_column(0, e))?,
+                        amount_cents: get_u64(r, 1)?,
+                        currency: r.get(2)?,
+                        requested_at: get_ts(r, 3)?,
+                        task_token: r.get(4)?,
+                    })
+                },
+            )?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_sql_covers_every_status() {
+        for s in OrderStatus::ALL {
+            assert!(rank_sql().contains(&format!("'{}' THEN {}", s.as_str(), s.rank())));
+        }
+    }
+}

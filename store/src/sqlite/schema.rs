@@ -1,0 +1,176 @@
+//! The schema of the store's SQLite file and its migrations: a list of steps applied in order,
+//! each once, in its own transaction, with the file's `PRAGMA user_version` counting the steps
+//! applied so far.
+
+use crate::error::StoreError;
+use rusqlite::Connection;
+
+/// Each entry moves the schema one version forward. Never edit a step that has shipped: add one.
+/// The steps use plain `CREATE TABLE` (no `IF NOT EXISTS`) on purpose, so a step applied twice
+/// fails loudly instead of passing unnoticed.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: orders. Items and address are JSON (read and written whole); everything a query filters
+    // or a conditional update tests is a column of its own.
+    r#"
+CREATE TABLE orders (
+    order_id              TEXT PRIMARY KEY,
+    customer_id           TEXT NOT NULL,
+    items                 TEXT NOT NULL,
+    currency              TEXT NOT NULL,
+    payment_method        TEXT NOT NULL,
+    shipping_address      TEXT NOT NULL,
+    amount_cents          INTEGER NOT NULL CHECK (amount_cents >= 0),
+    requires_approval     INTEGER NOT NULL,
+    body_hash             TEXT NOT NULL,
+    created_at            TEXT NOT NULL,
+    status                TEXT NOT NULL,
+    execution_arn         TEXT,
+    failure_error         TEXT,
+    failure_cause         TEXT,
+    approval_requested_at TEXT,
+    approval_task_token   TEXT,
+    approval_decision     TEXT,
+    approval_decided_by   TEXT,
+    approval_decided_at   TEXT,
+    approval_reason       TEXT,
+    updated_at            TEXT NOT NULL
+) STRICT;
+-- The operators' queue: awaiting orders, oldest request first.
+CREATE INDEX orders_by_status_requested ON orders (status, approval_requested_at);
+"#,
+    // 2: stock and reservations. The CHECKs are the last line of defence: a bug that would take
+    // stock below zero aborts its transaction instead of corrupting the counts.
+    r#"
+CREATE TABLE stock (
+    sku       TEXT PRIMARY KEY,
+    available INTEGER NOT NULL CHECK (available >= 0),
+    reserved  INTEGER NOT NULL CHECK (reserved >= 0),
+    shipped   INTEGER NOT NULL CHECK (shipped >= 0)
+) STRICT;
+-- One row per order. `released_unreserved` marks a release that came before any reservation:
+-- the row then holds no lines and refuses every later reserve for the order.
+CREATE TABLE reservations (
+    order_id            TEXT PRIMARY KEY,
+    lines               TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    released_unreserved INTEGER NOT NULL DEFAULT 0,
+    created_at          TEXT NOT NULL,
+    updated_at          TEXT NOT NULL
+) STRICT;
+"#,
+    // 3: the sandbox gateways' ledger. It stands in for the payment provider's and the carrier's
+    // own records, hence the prefix: the service itself never reads these tables.
+    r#"
+CREATE TABLE sandbox_charges (
+    idempotency_key TEXT PRIMARY KEY,
+    charge_id       TEXT NOT NULL UNIQUE,
+    order_id        TEXT NOT NULL,
+    amount_cents    INTEGER NOT NULL,
+    currency        TEXT NOT NULL,
+    payment_method  TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+) STRICT;
+CREATE INDEX sandbox_charges_by_order ON sandbox_charges (order_id, created_at);
+CREATE TABLE sandbox_refunds (
+    idempotency_key TEXT PRIMARY KEY,
+    refund_id       TEXT NOT NULL UNIQUE,
+    charge_id       TEXT NOT NULL UNIQUE,
+    order_id        TEXT NOT NULL,
+    amount_cents    INTEGER NOT NULL,
+    created_at      TEXT NOT NULL
+) STRICT;
+CREATE TABLE sandbox_shipments (
+    order_id        TEXT PRIMARY KEY,
+    shipment_id     TEXT NOT NULL UNIQUE,
+    tracking_number TEXT NOT NULL,
+    created_at      TEXT NOT NULL
+) STRICT;
+-- How often a "once" behaviour was triggered, per key, so it stays once across restarts.
+CREATE TABLE sandbox_attempts (
+    key   TEXT PRIMARY KEY,
+    count INTEGER NOT NULL
+) STRICT;
+"#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+pub(crate) fn version(conn: &Connection) -> Result<u32, StoreError> {
+    let v: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    u32::try_from(v).map_err(|_| StoreError::Internal(format!("bad schema version {v}")))
+}
+
+/// Applies the steps after the file's version, up to `target`, and returns how many it applied.
+pub(crate) fn migrate(conn: &mut Connection, target: u32) -> Result<u32, StoreError> {
+    let mut applied = 0;
+    loop {
+        // Read the version inside the write transaction: two processes opening one new file
+        // at once must not both apply a step.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current = version(&tx)?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::Internal(format!(
+                "the database has schema version {current}, newer than this build knows \
+                 ({SCHEMA_VERSION}); refusing to use it"
+            )));
+        }
+        if current >= target {
+            return Ok(applied);
+        }
+        tx.execute_batch(MIGRATIONS[current as usize])?;
+        tx.pragma_update(None, "user_version", i64::from(current + 1))?;
+        tx.commit()?;
+        applied += 1;
+        tracing::info!(version = current + 1, "store schema migrated");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table_count(conn: &Connection) -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn applies_each_step_once_and_in_order() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        assert_eq!(migrate(&mut conn, 1).unwrap(), 1);
+        assert_eq!(version(&conn).unwrap(), 1);
+        assert_eq!(table_count(&conn), 1);
+        // A file left at an older version gets only the steps it lacks.
+        assert_eq!(
+            migrate(&mut conn, SCHEMA_VERSION).unwrap(),
+            SCHEMA_VERSION - 1
+        );
+        assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
+        assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
+        assert_eq!(table_count(&conn), 7);
+    }
+
+    #[test]
+    fn refuses_a_file_from_a_newer_build() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", i64::from(SCHEMA_VERSION) + 1)
+            .unwrap();
+        let err = migrate(&mut conn, SCHEMA_VERSION).unwrap_err();
+        assert!(matches!(err, StoreError::Internal(m) if m.contains("newer")));
+    }
+
+    #[test]
+    fn a_failing_step_leaves_the_version_where_it_was() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        // Make step 1 fail half-way: its table exists already.
+        conn.execute_batch("CREATE TABLE orders (x INTEGER)")
+            .unwrap();
+        assert!(migrate(&mut conn, SCHEMA_VERSION).is_err());
+        assert_eq!(version(&conn).unwrap(), 0);
+    }
+}

@@ -1,0 +1,251 @@
+//! The sandbox gateways' magic values, and their "once" behaviours across restarts.
+
+use store::contract::{address, order_id};
+use store::sandbox::*;
+use store::{
+    ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded, ShipmentRequest,
+    ShippingGateway, SqliteStore,
+};
+use tempfile::TempDir;
+
+fn open(dir: &TempDir) -> SqliteStore {
+    SqliteStore::open(dir.path().join("store.db")).expect("open store")
+}
+
+fn charge_with(id: &OrderId, payment_method: &str) -> ChargeRequest {
+    ChargeRequest {
+        idempotency_key: id.charge_key(),
+        order_id: id.clone(),
+        amount_cents: 4200,
+        currency: "EUR".to_owned(),
+        payment_method: payment_method.to_owned(),
+    }
+}
+
+fn shipment_to(id: &OrderId, postal_code: &str) -> ShipmentRequest {
+    ShipmentRequest {
+        order_id: id.clone(),
+        address: address(postal_code),
+        lines: vec![store::contract::line("SKU-A", 1)],
+    }
+}
+
+#[tokio::test]
+async fn visa_charges_with_stable_prefixed_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let payments = open(&dir).payments();
+    let id = order_id("visa");
+    let charge = payments
+        .charge(&charge_with(&id, PM_SUCCEEDS))
+        .await
+        .unwrap();
+    assert!(charge.charge_id.starts_with("ch_"), "{}", charge.charge_id);
+    let Refunded::Now(refund) = payments.refund(&id, &id.refund_key()).await.unwrap() else {
+        panic!("refund expected");
+    };
+    assert!(refund.refund_id.starts_with("re_"), "{}", refund.refund_id);
+}
+
+#[tokio::test]
+async fn declined_card_is_rejected_and_charges_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let payments = open(&dir).payments();
+    let id = order_id("declined");
+    for _ in 0..2 {
+        let err = payments
+            .charge(&charge_with(&id, PM_DECLINED))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, GatewayError::Rejected(ref m) if m.contains("declined")),
+            "{err:?}"
+        );
+        assert!(!err.is_transient());
+    }
+    assert_eq!(payments.find_charge(&id).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn unknown_payment_methods_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let payments = open(&dir).payments();
+    for method in ["pm_card_mastercard", "tok_visa", "", "PM_CARD_VISA"] {
+        let id = order_id("unknown-pm");
+        let err = payments
+            .charge(&charge_with(&id, method))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, GatewayError::Rejected(ref m) if m.contains("unknown test payment method")),
+            "{method}: {err:?}"
+        );
+        assert_eq!(payments.find_charge(&id).await.unwrap(), None);
+    }
+}
+
+#[tokio::test]
+async fn unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (order_id("flaky-a"), order_id("flaky-b"));
+    {
+        let payments = open(&dir).payments();
+        let err = payments
+            .charge(&charge_with(&a, PM_UNAVAILABLE_ONCE))
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err:?}");
+        assert_eq!(
+            payments.find_charge(&a).await.unwrap(),
+            None,
+            "nothing charged"
+        );
+    }
+    // After a restart the first attempt is still remembered.
+    let payments = open(&dir).payments();
+    let charge = payments
+        .charge(&charge_with(&a, PM_UNAVAILABLE_ONCE))
+        .await
+        .unwrap();
+    assert_eq!(
+        payments
+            .charge(&charge_with(&a, PM_UNAVAILABLE_ONCE))
+            .await
+            .unwrap(),
+        charge
+    );
+    // Another order fails once too.
+    assert!(
+        payments
+            .charge(&charge_with(&b, PM_UNAVAILABLE_ONCE))
+            .await
+            .unwrap_err()
+            .is_transient()
+    );
+    payments
+        .charge(&charge_with(&b, PM_UNAVAILABLE_ONCE))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn lost_response_charges_once_and_the_retry_finds_the_charge() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = order_id("lost");
+    let request = charge_with(&id, PM_LOST_RESPONSE);
+    let found = {
+        let payments = open(&dir).payments();
+        let err = payments.charge(&request).await.unwrap_err();
+        assert!(matches!(err, GatewayError::Unavailable(_)), "{err:?}");
+        // The caller does not know, but the money moved.
+        payments
+            .find_charge(&id)
+            .await
+            .unwrap()
+            .expect("the charge was made")
+    };
+    let payments = open(&dir).payments();
+    assert_eq!(
+        payments.charge(&request).await.unwrap(),
+        found,
+        "the retry returns that charge"
+    );
+    assert_eq!(payments.charge(&request).await.unwrap(), found);
+    let Refunded::Now(refund) = payments.refund(&id, &id.refund_key()).await.unwrap() else {
+        panic!("refund expected");
+    };
+    assert_eq!(
+        (refund.charge_id, refund.amount_cents),
+        (found.charge_id, 4200)
+    );
+}
+
+#[tokio::test]
+async fn a_charge_refunded_under_another_key_is_not_refunded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let payments = open(&dir).payments();
+    let id = order_id("two-keys");
+    payments
+        .charge(&charge_with(&id, PM_SUCCEEDS))
+        .await
+        .unwrap();
+    let Refunded::Now(first) = payments.refund(&id, "manual-refund").await.unwrap() else {
+        panic!("refund expected");
+    };
+    assert_eq!(
+        payments.refund(&id, &id.refund_key()).await.unwrap(),
+        Refunded::Already(first)
+    );
+    // A refund key names one order's refund.
+    let other = order_id("two-keys-other");
+    payments
+        .charge(&charge_with(&other, PM_SUCCEEDS))
+        .await
+        .unwrap();
+    let err = payments.refund(&other, "manual-refund").await.unwrap_err();
+    assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn postal_code_00000_is_rejected_and_ships_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let shipping = open(&dir).shipping();
+    let id = order_id("undeliverable");
+    for _ in 0..2 {
+        let err = shipping
+            .create_shipment(&shipment_to(&id, POSTAL_REJECTED))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    }
+    assert_eq!(shipping.shipment(&id).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn postal_code_99999_is_unavailable_once_per_order_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = order_id("carrier-down");
+    {
+        let shipping = open(&dir).shipping();
+        let err = shipping
+            .create_shipment(&shipment_to(&id, POSTAL_UNAVAILABLE_ONCE))
+            .await
+            .unwrap_err();
+        assert!(err.is_transient(), "{err:?}");
+        assert_eq!(shipping.shipment(&id).await.unwrap(), None);
+    }
+    let shipping = open(&dir).shipping();
+    let shipment = shipping
+        .create_shipment(&shipment_to(&id, POSTAL_UNAVAILABLE_ONCE))
+        .await
+        .unwrap();
+    assert!(
+        shipment.shipment_id.starts_with("shp_"),
+        "{}",
+        shipment.shipment_id
+    );
+    assert_eq!(shipping.shipment(&id).await.unwrap(), Some(shipment));
+}
+
+#[tokio::test]
+async fn the_same_order_gets_the_same_tracking_number_everywhere() {
+    let id = order_id("tracking");
+    let mut numbers = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let shipment = open(&dir)
+            .shipping()
+            .create_shipment(&shipment_to(&id, "75001"))
+            .await
+            .unwrap();
+        numbers.push(shipment.tracking_number);
+    }
+    assert_eq!(numbers[0], numbers[1]);
+    let n = &numbers[0];
+    assert!(n.len() == 18 && n.starts_with("1Z"), "{n}");
+    assert!(
+        n[2..]
+            .chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()),
+        "{n}"
+    );
+}
