@@ -134,17 +134,32 @@ impl WorkflowPort for EmbeddedWorkflow {
     }
 
     /// The engine answers a repeat start of a running execution with the same input by
-    /// returning that execution, so "already started" is told by its start date: an execution
-    /// this call started has a start date no earlier than the call (the engine stamps it when it
-    /// takes the command, with the same clock, in milliseconds). Any other reuse of the name
-    /// (a closed execution, or a different input) is `ExecutionAlreadyExists`, which is also
-    /// "already started": the HTTP layer has compared the bodies before it gets here.
+    /// returning that execution, without saying it existed, so the execution is looked up
+    /// first: one that exists (running or closed) is "already started" and is not started
+    /// again. Only two starts of the same name racing between that look-up and the start can
+    /// both be told "started"; the start date catches those unless they fall in the same
+    /// millisecond (an execution this call started has a start date no earlier than the call:
+    /// the engine stamps it, with the same clock, when it takes the command). The HTTP layer
+    /// has settled such races by its conditional insert before it gets here. A name reused
+    /// with another input is `ExecutionAlreadyExists` on the engine, also "already started":
+    /// the HTTP layer has compared the bodies.
     async fn start_execution(
         &self,
         name: &str,
         input: &Value,
     ) -> Result<StartedExecution, WorkflowError> {
+        let execution_arn = self.execution_arn(name);
         let called_at = Utc::now().trunc_subsecs(3);
+        match self.engine.describe_execution(&execution_arn).await {
+            Ok(_) => {
+                return Ok(StartedExecution {
+                    execution_arn,
+                    already_started: true,
+                });
+            }
+            Err(EngineError::ExecutionDoesNotExist(_)) => {}
+            Err(e) => return Err(map_error(e)),
+        }
         let started = self
             .engine
             .start_execution(StartExecutionInput {
@@ -159,7 +174,7 @@ impl WorkflowPort for EmbeddedWorkflow {
                 execution_arn: out.execution_arn,
             }),
             Err(EngineError::ExecutionAlreadyExists(_)) => Ok(StartedExecution {
-                execution_arn: self.execution_arn(name),
+                execution_arn,
                 already_started: true,
             }),
             Err(e) => Err(map_error(e)),

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
+use workflow::port::HistoryPage;
 use workflow::{
-    EmbeddedWorkflow, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings, WorkflowPort,
+    EmbeddedWorkflow, ExecutionInfo, StartedExecution, Step, StepOutcome, StepTask, TaskHandle,
+    WorkerPool, WorkerSettings, WorkflowError, WorkflowPort,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -392,4 +394,97 @@ async fn a_stop_lets_running_steps_finish_and_takes_no_new_task() {
         .await
         .unwrap();
     assert_eq!(f.finish(&after).await.status, ExecutionStatus::Succeeded);
+}
+
+/// A port that is unavailable for its first few polls and answers.
+struct Flaky {
+    inner: Arc<dyn WorkflowPort>,
+    polls_to_fail: AtomicUsize,
+    answers_to_fail: AtomicUsize,
+}
+
+fn fails(counter: &AtomicUsize) -> Result<(), WorkflowError> {
+    match counter.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+        Ok(_) => Err(WorkflowError::Unavailable("flaky".to_owned())),
+        Err(_) => Ok(()),
+    }
+}
+
+#[async_trait]
+impl WorkflowPort for Flaky {
+    fn execution_arn(&self, name: &str) -> String {
+        self.inner.execution_arn(name)
+    }
+    async fn start_execution(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Result<StartedExecution, WorkflowError> {
+        self.inner.start_execution(name, input).await
+    }
+    async fn describe_execution(&self, arn: &str) -> Result<ExecutionInfo, WorkflowError> {
+        self.inner.describe_execution(arn).await
+    }
+    async fn get_execution_history(
+        &self,
+        arn: &str,
+        next_token: Option<String>,
+        max_results: u32,
+    ) -> Result<HistoryPage, WorkflowError> {
+        self.inner
+            .get_execution_history(arn, next_token, max_results)
+            .await
+    }
+    async fn stop_execution(
+        &self,
+        arn: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), WorkflowError> {
+        self.inner.stop_execution(arn, error, cause).await
+    }
+    async fn get_activity_task(
+        &self,
+        arn: &str,
+        worker: &str,
+        wait: Duration,
+    ) -> Result<Option<TaskHandle>, WorkflowError> {
+        fails(&self.polls_to_fail)?;
+        self.inner.get_activity_task(arn, worker, wait).await
+    }
+    async fn send_task_success(&self, token: &str, output: &Value) -> Result<(), WorkflowError> {
+        fails(&self.answers_to_fail)?;
+        self.inner.send_task_success(token, output).await
+    }
+    async fn send_task_failure(
+        &self,
+        token: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), WorkflowError> {
+        fails(&self.answers_to_fail)?;
+        self.inner.send_task_failure(token, error, cause).await
+    }
+    async fn send_task_heartbeat(&self, token: &str) -> Result<(), WorkflowError> {
+        self.inner.send_task_heartbeat(token).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn transient_errors_of_the_workflow_service_are_retried() {
+    let f = fixture(1, 20).await;
+    let flaky = Arc::new(Flaky {
+        inner: f.port.clone(),
+        polls_to_fail: AtomicUsize::new(3),
+        answers_to_fail: AtomicUsize::new(2),
+    });
+    let pool = WorkerPool::builder(flaky.clone())
+        .settings(f.settings())
+        .step(f.activities[0].clone(), done())
+        .start();
+    let arn = f.start("order-1").await;
+    assert_eq!(f.finish(&arn).await.status, ExecutionStatus::Succeeded);
+    assert_eq!(flaky.polls_to_fail.load(Ordering::SeqCst), 0);
+    assert_eq!(flaky.answers_to_fail.load(Ordering::SeqCst), 0);
+    pool.stop().await;
 }
