@@ -1,1 +1,294 @@
+//! The workflow port over the in-process engine: creates the saga's activities and state machine
+//! on an [`Engine`] and serves the port's verbs from it. Engine errors are mapped to
+//! [`WorkflowError`] in one place ([`map_error`]) and never leave this module.
 
+use crate::definition::{self, Activity, STATE_MACHINE_NAME};
+use crate::port::{
+    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+};
+use async_trait::async_trait;
+use chrono::{SubsecRound, Utc};
+use engine::{Engine, EngineError, GetExecutionHistoryInput, HistoryEvent, StartExecutionInput};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The saga's workflow on the embedded engine.
+#[derive(Clone)]
+pub struct EmbeddedWorkflow {
+    engine: Engine,
+    state_machine_arn: String,
+    activity_arns: HashMap<Activity, String>,
+}
+
+impl EmbeddedWorkflow {
+    /// Creates every activity and the saga's state machine, or finds them: both are idempotent
+    /// on the engine (same name → same activity; same name and definition → same machine), so
+    /// this runs at every start of the service.
+    pub async fn setup(engine: Engine) -> Result<Self, WorkflowError> {
+        let mut activity_arns = HashMap::with_capacity(Activity::ALL.len());
+        for activity in Activity::ALL {
+            let info = engine
+                .create_activity(activity.name())
+                .await
+                .map_err(map_error)?;
+            activity_arns.insert(activity, info.activity_arn);
+        }
+        let by_name: HashMap<&str, &str> = activity_arns
+            .iter()
+            .map(|(a, arn)| (a.name(), arn.as_str()))
+            .collect();
+        let rendered = definition::render(&definition::activity_substitutions(|name| {
+            by_name[name].to_owned()
+        }))
+        .map_err(WorkflowError::Other)?;
+        let machine = engine
+            .create_state_machine(STATE_MACHINE_NAME, &rendered, None)
+            .await
+            .map_err(map_error)?;
+        Ok(EmbeddedWorkflow {
+            engine,
+            state_machine_arn: machine.state_machine_arn,
+            activity_arns,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn state_machine_arn(&self) -> &str {
+        &self.state_machine_arn
+    }
+
+    pub fn activity_arn(&self, activity: Activity) -> &str {
+        &self.activity_arns[&activity]
+    }
+}
+
+/// The one place engine errors become port errors.
+fn map_error(e: EngineError) -> WorkflowError {
+    match e {
+        EngineError::TaskTimedOut(m) => WorkflowError::TaskTimedOut(m),
+        EngineError::InvalidToken(m) | EngineError::TaskDoesNotExist(m) => {
+            WorkflowError::InvalidToken(m)
+        }
+        EngineError::ExecutionDoesNotExist(m) => WorkflowError::ExecutionDoesNotExist(m),
+        EngineError::ExecutionAlreadyExists(m) => WorkflowError::ExecutionAlreadyExists(m),
+        EngineError::Unavailable(m) => WorkflowError::Unavailable(m),
+        e @ (EngineError::ExecutionLimitExceeded(_)
+        | EngineError::StateMachineDoesNotExist(_)
+        | EngineError::StateMachineAlreadyExists(_)
+        | EngineError::StateMachineTypeNotSupported(_)
+        | EngineError::ActivityDoesNotExist(_)
+        | EngineError::ActivityAlreadyExists(_)
+        | EngineError::InvalidArn(_)
+        | EngineError::InvalidName(_)
+        | EngineError::InvalidDefinition(_)
+        | EngineError::InvalidExecutionInput(_)
+        | EngineError::InvalidOutput(_)
+        | EngineError::Validation(_)
+        | EngineError::Internal(_)) => WorkflowError::Other(e.to_string()),
+    }
+}
+
+fn parse_json(text: &str, what: &str) -> Result<Value, WorkflowError> {
+    serde_json::from_str(text)
+        .map_err(|e| WorkflowError::Other(format!("the engine returned invalid JSON {what}: {e}")))
+}
+
+/// An event as AWS's JSON shapes it: `{timestamp, type, id, previousEventId, <detailsKey>}`,
+/// the timestamp in RFC 3339 with milliseconds.
+fn event_json(event: HistoryEvent) -> Value {
+    let mut object = Map::new();
+    object.insert(
+        "timestamp".to_owned(),
+        Value::String(
+            event
+                .timestamp
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ),
+    );
+    object.insert("type".to_owned(), Value::String(event.event_type.clone()));
+    object.insert("id".to_owned(), event.id.into());
+    object.insert("previousEventId".to_owned(), event.previous_event_id.into());
+    let key = event.details_key();
+    if let Some(details) = event.details {
+        object.insert(key, details);
+    }
+    Value::Object(object)
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+#[async_trait]
+impl WorkflowPort for EmbeddedWorkflow {
+    fn execution_arn(&self, name: &str) -> String {
+        let config = self.engine.config();
+        format!(
+            "arn:aws:states:{}:{}:execution:{STATE_MACHINE_NAME}:{name}",
+            config.region, config.account_id
+        )
+    }
+
+    /// The engine answers a repeat start of a running execution with the same input by
+    /// returning that execution, without saying it existed, so the execution is looked up
+    /// first: one that exists (running or closed) is "already started" and is not started
+    /// again. Only two starts of the same name racing between that look-up and the start can
+    /// both be told "started"; the start date catches those unless they fall in the same
+    /// millisecond (an execution this call started has a start date no earlier than the call:
+    /// the engine stamps it, with the same clock, when it takes the command). The HTTP layer
+    /// has settled such races by its conditional insert before it gets here. A name reused
+    /// with another input is `ExecutionAlreadyExists` on the engine, also "already started":
+    /// the HTTP layer has compared the bodies.
+    async fn start_execution(
+        &self,
+        name: &str,
+        input: &Value,
+    ) -> Result<StartedExecution, WorkflowError> {
+        let execution_arn = self.execution_arn(name);
+        let called_at = Utc::now().trunc_subsecs(3);
+        match self.engine.describe_execution(&execution_arn).await {
+            Ok(_) => {
+                return Ok(StartedExecution {
+                    execution_arn,
+                    already_started: true,
+                });
+            }
+            Err(EngineError::ExecutionDoesNotExist(_)) => {}
+            Err(e) => return Err(map_error(e)),
+        }
+        let started = self
+            .engine
+            .start_execution(StartExecutionInput {
+                state_machine_arn: self.state_machine_arn.clone(),
+                name: Some(name.to_owned()),
+                input: Some(input.to_string()),
+            })
+            .await;
+        match started {
+            Ok(out) => Ok(StartedExecution {
+                already_started: out.start_date < called_at,
+                execution_arn: out.execution_arn,
+            }),
+            Err(EngineError::ExecutionAlreadyExists(_)) => Ok(StartedExecution {
+                execution_arn,
+                already_started: true,
+            }),
+            Err(e) => Err(map_error(e)),
+        }
+    }
+
+    async fn describe_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<ExecutionInfo, WorkflowError> {
+        let d = self
+            .engine
+            .describe_execution(execution_arn)
+            .await
+            .map_err(map_error)?;
+        let output = d
+            .output
+            .as_deref()
+            .map(|o| parse_json(o, "output"))
+            .transpose()?;
+        Ok(ExecutionInfo {
+            execution_arn: d.execution_arn,
+            status: d.status.as_str().to_owned(),
+            start_date: d.start_date,
+            stop_date: d.stop_date,
+            output,
+            error: d.error,
+            cause: d.cause,
+        })
+    }
+
+    async fn get_execution_history(
+        &self,
+        execution_arn: &str,
+        next_token: Option<String>,
+        max_results: u32,
+    ) -> Result<HistoryPage, WorkflowError> {
+        let page = self
+            .engine
+            .get_execution_history(GetExecutionHistoryInput {
+                execution_arn: execution_arn.to_owned(),
+                max_results: Some(max_results),
+                next_token,
+                reverse_order: false,
+                include_execution_data: Some(true),
+            })
+            .await
+            .map_err(map_error)?;
+        Ok(HistoryPage {
+            events: page.events.into_iter().map(event_json).collect(),
+            next_token: page.next_token,
+        })
+    }
+
+    async fn stop_execution(
+        &self,
+        execution_arn: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), WorkflowError> {
+        self.engine
+            .stop_execution(execution_arn, non_empty(error), non_empty(cause))
+            .await
+            .map(drop)
+            .map_err(map_error)
+    }
+
+    async fn get_activity_task(
+        &self,
+        activity_arn: &str,
+        worker_name: &str,
+        wait: Duration,
+    ) -> Result<Option<TaskHandle>, WorkflowError> {
+        let task = self
+            .engine
+            .get_activity_task(activity_arn, non_empty(worker_name), wait)
+            .await
+            .map_err(map_error)?;
+        task.map(|t| {
+            Ok(TaskHandle {
+                input: parse_json(&t.input, "task input")?,
+                task_token: t.task_token,
+            })
+        })
+        .transpose()
+    }
+
+    async fn send_task_success(
+        &self,
+        task_token: &str,
+        output: &Value,
+    ) -> Result<(), WorkflowError> {
+        self.engine
+            .send_task_success(task_token, &output.to_string())
+            .await
+            .map_err(map_error)
+    }
+
+    async fn send_task_failure(
+        &self,
+        task_token: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), WorkflowError> {
+        self.engine
+            .send_task_failure(task_token, non_empty(error), non_empty(cause))
+            .await
+            .map_err(map_error)
+    }
+
+    async fn send_task_heartbeat(&self, task_token: &str) -> Result<(), WorkflowError> {
+        self.engine
+            .send_task_heartbeat(task_token)
+            .await
+            .map_err(map_error)
+    }
+}

@@ -8,5 +8,6 @@ pub mod port;
 pub mod runtime;
 pub mod steps;
 
+pub use embedded::EmbeddedWorkflow;
 pub use port::{ExecutionInfo, StartedExecution, TaskHandle, WorkflowError, WorkflowPort};
-pub use runtime::{Step, StepOutcome, StepTask};
+pub use runtime::{RunningPool, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings};

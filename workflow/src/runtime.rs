@@ -29,3 +29,8 @@ pub enum StepOutcome {
 pub trait Step: Send + Sync {
     async fn run(&self, task: StepTask) -> StepOutcome;
 }
+
+mod pool;
+mod task;
+
+pub use pool::{RunningPool, WorkerPool, WorkerSettings};

@@ -1,0 +1,199 @@
+//! The workflow port over the real embedded engine, on a temporary SQLite file.
+
+use engine::{Engine, EngineConfig};
+use serde_json::json;
+use std::time::Duration;
+use workflow::definition::{Activity, STATE_MACHINE_NAME};
+use workflow::{EmbeddedWorkflow, WorkflowError, WorkflowPort};
+
+async fn open_engine(dir: &tempfile::TempDir) -> Engine {
+    Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+        .await
+        .expect("engine opens")
+}
+
+fn order_input(order_id: &str) -> serde_json::Value {
+    json!({ "orderId": order_id, "requiresApproval": false })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_is_idempotent_and_creates_every_activity() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = open_engine(&dir).await;
+    let first = EmbeddedWorkflow::setup(engine.clone()).await?;
+    let second = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(first.state_machine_arn(), second.state_machine_arn());
+    assert!(
+        first
+            .state_machine_arn()
+            .ends_with(&format!(":stateMachine:{STATE_MACHINE_NAME}"))
+    );
+    for activity in Activity::ALL {
+        let arn = first.activity_arn(activity);
+        assert_eq!(arn, second.activity_arn(activity));
+        assert!(arn.ends_with(&format!(":activity:{}", activity.name())));
+        // Polling an activity that does not exist would be an error.
+        let task = first
+            .get_activity_task(arn, "probe", Duration::ZERO)
+            .await?;
+        assert!(task.is_none(), "{activity:?} has no task yet");
+    }
+    let definition = engine
+        .describe_state_machine(first.state_machine_arn())
+        .await?
+        .definition;
+    assert!(!definition.contains("${"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeat_start_is_already_started_while_running_and_after_closing() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let wf = EmbeddedWorkflow::setup(open_engine(&dir).await).await?;
+    let input = order_input("order-1");
+
+    let first = wf.start_execution("order-1", &input).await?;
+    assert!(!first.already_started);
+    assert_eq!(first.execution_arn, wf.execution_arn("order-1"));
+
+    let again = wf.start_execution("order-1", &input).await?;
+    assert!(again.already_started);
+    assert_eq!(again.execution_arn, first.execution_arn);
+
+    wf.stop_execution(&first.execution_arn, "Test.Stopped", "by the test")
+        .await?;
+    let info = wf.describe_execution(&first.execution_arn).await?;
+    assert_eq!(info.status, "ABORTED");
+    assert_eq!(info.error.as_deref(), Some("Test.Stopped"));
+    assert!(info.stop_date.is_some());
+
+    let after_close = wf.start_execution("order-1", &input).await?;
+    assert!(after_close.already_started);
+    assert_eq!(after_close.execution_arn, first.execution_arn);
+
+    let other = wf
+        .start_execution("order-2", &order_input("order-2"))
+        .await?;
+    assert!(!other.already_started);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_saga_step_is_served_through_the_port() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let wf = EmbeddedWorkflow::setup(open_engine(&dir).await).await?;
+    let started = wf
+        .start_execution("order-7", &order_input("order-7"))
+        .await?;
+
+    let task = wf
+        .get_activity_task(
+            wf.activity_arn(Activity::ReserveInventory),
+            "test-worker",
+            Duration::from_secs(5),
+        )
+        .await?
+        .expect("ReserveInventory is scheduled");
+    assert_eq!(task.input, json!({ "orderId": "order-7" }));
+    wf.send_task_heartbeat(&task.task_token).await?;
+    wf.send_task_success(&task.task_token, &json!({ "reservationId": "r-7" }))
+        .await?;
+    // The token is spent now.
+    let spent = wf.send_task_success(&task.task_token, &json!({})).await;
+    assert!(
+        matches!(spent, Err(WorkflowError::TaskTimedOut(_))),
+        "{spent:?}"
+    );
+
+    let charge = wf
+        .get_activity_task(
+            wf.activity_arn(Activity::ChargePayment),
+            "test-worker",
+            Duration::from_secs(5),
+        )
+        .await?
+        .expect("ChargePayment is scheduled");
+    wf.send_task_failure(&charge.task_token, "Payment.Declined", "card declined")
+        .await?;
+
+    let page = wf
+        .get_execution_history(&started.execution_arn, None, 1000)
+        .await?;
+    assert!(page.next_token.is_none());
+    let first = &page.events[0];
+    assert_eq!(first["type"], "ExecutionStarted");
+    assert_eq!(first["id"], 1);
+    assert_eq!(first["previousEventId"], 0);
+    assert!(
+        first["timestamp"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert!(first["executionStartedEventDetails"]["input"].is_string());
+    let failed = page
+        .events
+        .iter()
+        .find(|e| e["type"] == "ActivityFailed")
+        .expect("the failure is in the history");
+    assert_eq!(
+        failed["activityFailedEventDetails"]["error"],
+        "Payment.Declined"
+    );
+    assert!(
+        page.events
+            .iter()
+            .any(|e| e["type"] == "TaskStateEntered" && e["stateEnteredEventDetails"].is_object())
+    );
+
+    let paged = wf
+        .get_execution_history(&started.execution_arn, None, 2)
+        .await?;
+    assert_eq!(paged.events.len(), 2);
+    let rest = wf
+        .get_execution_history(&started.execution_arn, paged.next_token, 1000)
+        .await?;
+    assert_eq!(rest.events[0]["id"], 3);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn engine_errors_map_to_port_errors() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let wf = EmbeddedWorkflow::setup(open_engine(&dir).await).await?;
+    let missing = wf.describe_execution(&wf.execution_arn("nope")).await;
+    assert!(matches!(
+        missing,
+        Err(WorkflowError::ExecutionDoesNotExist(_))
+    ));
+    let missing = wf
+        .get_execution_history(&wf.execution_arn("nope"), None, 10)
+        .await;
+    assert!(matches!(
+        missing,
+        Err(WorkflowError::ExecutionDoesNotExist(_))
+    ));
+    // Malformed, and well formed but never issued: both are not our tokens.
+    let malformed = wf.send_task_heartbeat("not a token!").await;
+    assert!(
+        matches!(malformed, Err(WorkflowError::InvalidToken(_))),
+        "{malformed:?}"
+    );
+    let unknown = wf.send_task_success("AAAAAAAAAAAAAAAA", &json!({})).await;
+    assert!(
+        matches!(unknown, Err(WorkflowError::InvalidToken(_))),
+        "{unknown:?}"
+    );
+    let bad_name = wf.start_execution("has space", &json!({})).await;
+    assert!(
+        matches!(bad_name, Err(WorkflowError::Other(_))),
+        "{bad_name:?}"
+    );
+
+    wf.engine().shutdown().await;
+    let down = wf.start_execution("order-9", &json!({})).await;
+    assert!(
+        matches!(down, Err(WorkflowError::Unavailable(_))),
+        "{down:?}"
+    );
+    Ok(())
+}
