@@ -10,15 +10,22 @@ use engine::ExecutionStatus;
 use harness::{Saga, large, request, small};
 use serde_json::json;
 use std::time::Duration;
-use store::{Created, Decision, OrderStatus, Refunded, Released, Reserved, ReservationStatus};
+use store::{Created, Decision, OrderStatus, Refunded, Released, ReservationStatus, Reserved};
 use workflow::definition::Activity;
 use workflow::steps::approval::{DecisionResult, decide};
-use workflow::{Step, StepOutcome, StepTask, WorkflowPort};
+use workflow::{StepOutcome, StepTask, WorkflowPort};
 
 async fn refunded(saga: &Saga, id: &str) -> bool {
     let id = store::OrderId::parse(id).unwrap();
     // Refunding again under the same key replays the earlier refund, if there was one.
-    matches!(saga.ports.payments.refund(&id, &id.refund_key()).await.unwrap(), Refunded::Already(_))
+    matches!(
+        saga.ports
+            .payments
+            .refund(&id, &id.refund_key())
+            .await
+            .unwrap(),
+        Refunded::Already(_)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -33,9 +40,20 @@ async fn small_order_completes_without_approval() {
     assert_eq!(order.status, OrderStatus::Completed);
     assert_eq!(saga.level("book").await, (4, 0, 1));
     assert_eq!(saga.charges("o-small").await, 1);
-    let shipment = saga.ports.shipping.shipment(order.id()).await.unwrap().unwrap();
+    let shipment = saga
+        .ports
+        .shipping
+        .shipment(order.id())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(shipment.tracking_number.starts_with("1Z"));
-    let tasks = saga.event_types(&order).await.iter().filter(|e| *e == "TaskStateEntered").count();
+    let tasks = saga
+        .event_types(&order)
+        .await
+        .iter()
+        .filter(|e| *e == "TaskStateEntered")
+        .count();
     assert_eq!(tasks, 3, "reserve, charge and ship; no approval");
 }
 
@@ -65,18 +83,32 @@ async fn large_order_waits_for_approval_then_completes() {
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
     let order = saga.order("o-large").await;
     assert_eq!(order.status, OrderStatus::Completed);
-    let approval = order.approval.unwrap();
+    let approval = order.approval.clone().unwrap();
     assert_eq!(approval.decision, Some(Decision::Approve));
     assert_eq!(approval.decided_by.as_deref(), Some("ops@example.com"));
     assert_eq!(saga.level("piano").await, (0, 0, 1));
     // The same decision again is a replay; the other one a conflict.
-    let again = decide(saga.ports.orders.as_ref(), saga.workflow.as_ref(), order.id(), Decision::Approve, "ops@example.com", None)
-        .await
-        .unwrap();
+    let again = decide(
+        saga.ports.orders.as_ref(),
+        saga.workflow.as_ref(),
+        order.id(),
+        Decision::Approve,
+        "ops@example.com",
+        None,
+    )
+    .await
+    .unwrap();
     assert!(matches!(again, DecisionResult::Replayed(_)), "{again:?}");
-    let other = decide(saga.ports.orders.as_ref(), saga.workflow.as_ref(), order.id(), Decision::Reject, "ops@example.com", None)
-        .await
-        .unwrap();
+    let other = decide(
+        saga.ports.orders.as_ref(),
+        saga.workflow.as_ref(),
+        order.id(),
+        Decision::Reject,
+        "ops@example.com",
+        None,
+    )
+    .await
+    .unwrap();
     assert!(matches!(other, DecisionResult::Conflict(_)), "{other:?}");
 }
 
@@ -100,11 +132,16 @@ async fn out_of_stock_fails_with_nothing_to_undo() {
 async fn declined_card_releases_the_stock() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let order = saga.place(small("o-declined", "book", "pm_card_chargeDeclined")).await;
+    let order = saga
+        .place(small("o-declined", "book", "pm_card_chargeDeclined"))
+        .await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Failed);
-    assert_eq!(done.error.as_deref(), Some("Payment.Declined"));
-    assert_eq!(saga.order("o-declined").await.status, OrderStatus::Cancelled);
+    assert_eq!(done.error.as_deref(), Some("Payment.Declined"), "{done:?}");
+    assert_eq!(
+        saga.order("o-declined").await.status,
+        OrderStatus::Cancelled
+    );
     assert_eq!(saga.level("book").await, (5, 0, 0));
     assert_eq!(saga.charges("o-declined").await, 0);
 }
@@ -113,25 +150,47 @@ async fn declined_card_releases_the_stock() {
 async fn transient_payment_failure_is_retried_and_charged_once() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let order = saga.place(small("o-flaky", "book", "pm_card_unavailable_once")).await;
+    let order = saga
+        .place(small("o-flaky", "book", "pm_card_unavailable_once"))
+        .await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
     assert_eq!(saga.charges("o-flaky").await, 1);
-    let failures = saga.event_types(&order).await.iter().filter(|e| *e == "ActivityFailed").count();
-    assert_eq!(failures, 1, "the first charge attempt failed and was retried");
+    let failures = saga
+        .event_types(&order)
+        .await
+        .iter()
+        .filter(|e| *e == "ActivityFailed")
+        .count();
+    assert_eq!(
+        failures, 1,
+        "the first charge attempt failed and was retried"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lost_response_is_retried_and_still_charged_once() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let order = saga.place(small("o-lost", "book", "pm_card_lost_response")).await;
+    let order = saga
+        .place(small("o-lost", "book", "pm_card_lost_response"))
+        .await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
     assert_eq!(saga.charges("o-lost").await, 1);
     let output: serde_json::Value = serde_json::from_str(done.output.as_deref().unwrap()).unwrap();
-    let charge = saga.ports.payments.find_charge(order.id()).await.unwrap().unwrap();
-    assert_eq!(output["payment"]["chargeId"], json!(charge.charge_id), "the retry saw the existing charge");
+    let charge = saga
+        .ports
+        .payments
+        .find_charge(order.id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        output["payment"]["chargeId"],
+        json!(charge.charge_id),
+        "the retry saw the existing charge"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -139,7 +198,8 @@ async fn rejected_approval_refunds_and_releases() {
     let saga = Saga::default().await;
     saga.stock("piano", 1).await;
     let order = saga.place(large("o-rejected", "piano")).await;
-    saga.reaches("o-rejected", OrderStatus::AwaitingApproval).await;
+    saga.reaches("o-rejected", OrderStatus::AwaitingApproval)
+        .await;
     let result = decide(
         saga.ports.orders.as_ref(),
         saga.workflow.as_ref(),
@@ -154,27 +214,45 @@ async fn rejected_approval_refunds_and_releases() {
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.error.as_deref(), Some("Order.Rejected"));
-    assert!(done.cause.as_deref().unwrap().contains("fraud check failed"));
-    assert_eq!(saga.order("o-rejected").await.status, OrderStatus::Cancelled);
+    assert!(
+        done.cause
+            .as_deref()
+            .unwrap()
+            .contains("fraud check failed")
+    );
+    assert_eq!(
+        saga.order("o-rejected").await.status,
+        OrderStatus::Cancelled
+    );
     assert!(refunded(&saga, "o-rejected").await);
     assert_eq!(saga.level("piano").await, (1, 0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn expired_approval_window_refunds_and_releases() {
-    let settings = SagaSettings { approval_timeout: Duration::from_secs(2), ..SagaSettings::default() };
+    let settings = SagaSettings {
+        approval_timeout: Duration::from_secs(2),
+        ..SagaSettings::default()
+    };
     let saga = Saga::start(settings).await;
     saga.stock("piano", 1).await;
     let order = saga.place(large("o-expired", "piano")).await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Failed);
-    assert_eq!(done.error.as_deref(), Some("States.Timeout"));
+    assert_eq!(done.error.as_deref(), Some("States.Timeout"), "{done:?}");
     assert_eq!(saga.order("o-expired").await.status, OrderStatus::Cancelled);
     assert!(refunded(&saga, "o-expired").await);
     assert_eq!(saga.level("piano").await, (1, 0, 0));
-    let late = decide(saga.ports.orders.as_ref(), saga.workflow.as_ref(), order.id(), Decision::Approve, "ops", None)
-        .await
-        .unwrap();
+    let late = decide(
+        saga.ports.orders.as_ref(),
+        saga.workflow.as_ref(),
+        order.id(),
+        Decision::Approve,
+        "ops",
+        None,
+    )
+    .await
+    .unwrap();
     assert!(matches!(late, DecisionResult::NotAwaiting(_)), "{late:?}");
 }
 
@@ -182,7 +260,14 @@ async fn expired_approval_window_refunds_and_releases() {
 async fn rejected_shipment_refunds_and_releases() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let order = saga.place(request("o-noship", &[("book", 2, 1_000)], "pm_card_visa", "00000")).await;
+    let order = saga
+        .place(request(
+            "o-noship",
+            &[("book", 2, 1_000)],
+            "pm_card_visa",
+            "00000",
+        ))
+        .await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.error.as_deref(), Some("Shipment.Rejected"));
@@ -195,7 +280,14 @@ async fn rejected_shipment_refunds_and_releases() {
 async fn unavailable_carrier_is_retried_and_ships_once() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let order = saga.place(request("o-carrier", &[("book", 1, 1_000)], "pm_card_visa", "99999")).await;
+    let order = saga
+        .place(request(
+            "o-carrier",
+            &[("book", 1, 1_000)],
+            "pm_card_visa",
+            "99999",
+        ))
+        .await;
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
     assert_eq!(saga.level("book").await, (4, 0, 1));
@@ -205,12 +297,28 @@ async fn unavailable_carrier_is_retried_and_ships_once() {
 async fn a_repeated_order_replays_and_a_different_one_conflicts() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
-    let first = saga.intake.place(small("o-dup", "book", "pm_card_visa")).await.unwrap();
-    let Placed::Accepted(first) = first else { panic!("{first:?}") };
-    let again = saga.intake.place(small("o-dup", "book", "pm_card_visa")).await.unwrap();
-    let Placed::Replayed(again) = again else { panic!("{again:?}") };
+    let first = saga
+        .intake
+        .place(small("o-dup", "book", "pm_card_visa"))
+        .await
+        .unwrap();
+    let Placed::Accepted(first) = first else {
+        panic!("{first:?}")
+    };
+    let again = saga
+        .intake
+        .place(small("o-dup", "book", "pm_card_visa"))
+        .await
+        .unwrap();
+    let Placed::Replayed(again) = again else {
+        panic!("{again:?}")
+    };
     assert_eq!(first.execution_arn, again.execution_arn);
-    let other = saga.intake.place(small("o-dup", "book", "pm_card_chargeDeclined")).await.unwrap();
+    let other = saga
+        .intake
+        .place(small("o-dup", "book", "pm_card_chargeDeclined"))
+        .await
+        .unwrap();
     assert!(matches!(other, Placed::Conflict(_)), "{other:?}");
     saga.finished(&first).await;
     assert_eq!(saga.charges("o-dup").await, 1);
@@ -222,12 +330,27 @@ async fn an_order_stored_but_never_started_is_started_by_its_retry() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
     // A crash between "order stored" and "execution started".
-    let stored = saga.intake.new_order(small("o-repair", "book", "pm_card_visa")).unwrap();
-    assert!(matches!(saga.ports.orders.create(stored).await.unwrap(), Created::New(_)));
-    let placed = saga.intake.place(small("o-repair", "book", "pm_card_visa")).await.unwrap();
-    let Placed::Replayed(order) = placed else { panic!("{placed:?}") };
+    let stored = saga
+        .intake
+        .new_order(small("o-repair", "book", "pm_card_visa"))
+        .unwrap();
+    assert!(matches!(
+        saga.ports.orders.create(stored).await.unwrap(),
+        Created::New(_)
+    ));
+    let placed = saga
+        .intake
+        .place(small("o-repair", "book", "pm_card_visa"))
+        .await
+        .unwrap();
+    let Placed::Replayed(order) = placed else {
+        panic!("{placed:?}")
+    };
     assert!(order.execution_arn.is_some());
-    assert_eq!(saga.finished(&order).await.status, ExecutionStatus::Succeeded);
+    assert_eq!(
+        saga.finished(&order).await.status,
+        ExecutionStatus::Succeeded
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -236,13 +359,26 @@ async fn a_step_delivered_twice_has_no_double_effect() {
     saga.stop_workers().await;
     saga.stock("book", 5).await;
     let order = saga.place(small("o-twice", "book", "pm_card_visa")).await;
-    let task = StepTask { task_token: "t".into(), input: json!({"orderId": "o-twice"}) };
-    for activity in [Activity::ReserveInventory, Activity::ChargePayment, Activity::CreateShipment] {
+    let task = StepTask {
+        task_token: "t".into(),
+        input: json!({"orderId": "o-twice"}),
+    };
+    for activity in [
+        Activity::ReserveInventory,
+        Activity::ChargePayment,
+        Activity::CreateShipment,
+    ] {
         let step = saga.ports.step(activity);
         let first = step.run(task.clone()).await;
         let second = step.run(task.clone()).await;
-        assert!(matches!(first, StepOutcome::Done(_)), "{activity:?}: {first:?}");
-        assert_eq!(first, second, "{activity:?} answers the same the second time");
+        assert!(
+            matches!(first, StepOutcome::Done(_)),
+            "{activity:?}: {first:?}"
+        );
+        assert_eq!(
+            first, second,
+            "{activity:?} answers the same the second time"
+        );
     }
     assert_eq!(saga.level("book").await, (4, 0, 1));
     assert_eq!(saga.charges("o-twice").await, 1);
@@ -250,8 +386,14 @@ async fn a_step_delivered_twice_has_no_double_effect() {
     // Compensations twice: one refund, and a release that leaves shipped stock alone.
     let failure = json!({"orderId": "o-twice", "failure": {"Error": "Test", "Cause": "twice"}});
     let refund = saga.ports.step(Activity::RefundPayment);
-    let task = StepTask { task_token: "t".into(), input: failure };
-    assert_eq!(refund.run(task.clone()).await, refund.run(task.clone()).await);
+    let task = StepTask {
+        task_token: "t".into(),
+        input: failure,
+    };
+    assert_eq!(
+        refund.run(task.clone()).await,
+        refund.run(task.clone()).await
+    );
     assert!(refunded(&saga, "o-twice").await);
     assert!(matches!(
         saga.ports.inventory.release(order.id()).await.unwrap(),
@@ -270,18 +412,42 @@ async fn compensations_of_steps_that_never_happened_are_recorded_no_ops() {
         task_token: "t".into(),
         input: json!({"orderId": "o-noop", "failure": {"Error": "States.Timeout", "Cause": "unknown outcome"}}),
     };
-    let refund = saga.ports.step(Activity::RefundPayment).run(task.clone()).await;
-    assert_eq!(refund, StepOutcome::Done(json!({"refunded": false, "reason": "nothing was charged"})));
+    let refund = saga
+        .ports
+        .step(Activity::RefundPayment)
+        .run(task.clone())
+        .await;
+    assert_eq!(
+        refund,
+        StepOutcome::Done(json!({"refunded": false, "reason": "nothing was charged"}))
+    );
     let release = saga.ports.step(Activity::ReleaseInventory).run(task).await;
-    assert_eq!(release, StepOutcome::Done(json!({"released": false, "reason": "nothing was reserved"})));
+    assert_eq!(
+        release,
+        StepOutcome::Done(json!({
+            "released": false,
+            "reason": "nothing was reserved",
+            "error": "States.Timeout",
+            "cause": "unknown outcome"
+        }))
+    );
     // The release is recorded: a reserve arriving late cannot take stock any more.
     let late = saga
         .ports
         .inventory
-        .reserve(order.id(), &[store::ReservedLine { sku: "book".into(), quantity: 1 }])
+        .reserve(
+            order.id(),
+            &[store::ReservedLine {
+                sku: "book".into(),
+                quantity: 1,
+            }],
+        )
         .await
         .unwrap();
-    assert!(matches!(&late, Reserved::Existing(r) if r.status == ReservationStatus::Released), "{late:?}");
+    assert!(
+        matches!(&late, Reserved::Existing(r) if r.status == ReservationStatus::Released),
+        "{late:?}"
+    );
     assert_eq!(saga.level("book").await, (5, 0, 0));
     let order = saga.order("o-noop").await;
     assert_eq!(order.status, OrderStatus::Cancelled);
@@ -297,15 +463,35 @@ async fn die_mid_step(saga: &Saga, activity: Activity) {
         .await
         .unwrap()
         .expect("a task to take");
-    let _ = saga.ports.step(activity).run(StepTask { task_token: task.task_token, input: task.input }).await;
+    let _ = saga
+        .ports
+        .step(activity)
+        .run(StepTask {
+            task_token: task.task_token,
+            input: task.input,
+        })
+        .await;
 }
 
 /// Takes a task and answers it like a healthy worker.
 async fn work_one(saga: &Saga, activity: Activity) {
     let arn = saga.workflow.activity_arn(activity).to_owned();
-    let task = saga.workflow.get_activity_task(&arn, "test", Duration::from_secs(20)).await.unwrap().unwrap();
+    let task = saga
+        .workflow
+        .get_activity_task(&arn, "test", Duration::from_secs(20))
+        .await
+        .unwrap()
+        .unwrap();
     let token = task.task_token.clone();
-    match saga.ports.step(activity).run(StepTask { task_token: task.task_token, input: task.input }).await {
+    match saga
+        .ports
+        .step(activity)
+        .run(StepTask {
+            task_token: task.task_token,
+            input: task.input,
+        })
+        .await
+    {
         StepOutcome::Done(v) => saga.workflow.send_task_success(&token, &v).await.unwrap(),
         other => panic!("{activity:?}: {other:?}"),
     }
@@ -326,13 +512,20 @@ async fn a_worker_killed_mid_charge_is_redelivered_and_charges_once() {
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
     assert_eq!(saga.charges("o-killed").await, 1);
-    assert!(saga.event_types(&order).await.contains(&"ActivityTimedOut".to_owned()));
+    assert!(
+        saga.event_types(&order)
+            .await
+            .contains(&"ActivityTimedOut".to_owned())
+    );
     assert_eq!(saga.level("book").await, (4, 0, 1));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_token_lost_in_a_crash_is_reissued_and_parked() {
-    let settings = SagaSettings { approval_heartbeat: Duration::from_secs(2), ..SagaSettings::default() };
+    let settings = SagaSettings {
+        approval_heartbeat: Duration::from_secs(2),
+        ..SagaSettings::default()
+    };
     let mut saga = Saga::start(settings).await;
     saga.stop_workers().await;
     saga.stock("piano", 1).await;
@@ -340,21 +533,47 @@ async fn an_approval_token_lost_in_a_crash_is_reissued_and_parked() {
     work_one(&saga, Activity::ReserveInventory).await;
     work_one(&saga, Activity::ChargePayment).await;
     // The approval worker takes the token and dies before parking it.
-    let arn = saga.workflow.activity_arn(Activity::AwaitApproval).to_owned();
-    let lost = saga.workflow.get_activity_task(&arn, "doomed", Duration::from_secs(20)).await.unwrap().unwrap();
-    saga.start_workers();
-    let parked = saga.reaches("o-lost-token", OrderStatus::AwaitingApproval).await;
-    let token = parked.approval.unwrap().task_token.unwrap();
-    assert_ne!(token, lost.task_token, "the engine re-issued the task with a fresh token");
-    decide(saga.ports.orders.as_ref(), saga.workflow.as_ref(), order.id(), Decision::Approve, "ops", None)
+    let arn = saga
+        .workflow
+        .activity_arn(Activity::AwaitApproval)
+        .to_owned();
+    let lost = saga
+        .workflow
+        .get_activity_task(&arn, "doomed", Duration::from_secs(20))
         .await
+        .unwrap()
         .unwrap();
-    assert_eq!(saga.finished(&order).await.status, ExecutionStatus::Succeeded);
+    saga.start_workers();
+    let parked = saga
+        .reaches("o-lost-token", OrderStatus::AwaitingApproval)
+        .await;
+    let token = parked.approval.unwrap().task_token.unwrap();
+    assert_ne!(
+        token, lost.task_token,
+        "the engine re-issued the task with a fresh token"
+    );
+    decide(
+        saga.ports.orders.as_ref(),
+        saga.workflow.as_ref(),
+        order.id(),
+        Decision::Approve,
+        "ops",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        saga.finished(&order).await.status,
+        ExecutionStatus::Succeeded
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_keeper_keeps_a_parked_approval_alive_past_its_heartbeat() {
-    let settings = SagaSettings { approval_heartbeat: Duration::from_secs(1), ..SagaSettings::default() };
+    let settings = SagaSettings {
+        approval_heartbeat: Duration::from_secs(1),
+        ..SagaSettings::default()
+    };
     let saga = Saga::start(settings).await;
     saga.stock("piano", 1).await;
     let order = saga.place(large("o-kept", "piano")).await;
@@ -363,10 +582,28 @@ async fn the_keeper_keeps_a_parked_approval_alive_past_its_heartbeat() {
     // Several heartbeat windows pass; the keeper's heartbeats hold the same token.
     tokio::time::sleep(Duration::from_secs(4)).await;
     let still = saga.order("o-kept").await;
-    assert_eq!(still.approval.unwrap().task_token.as_deref(), Some(token.as_str()));
-    assert!(!saga.event_types(&order).await.contains(&"ActivityTimedOut".to_owned()));
-    decide(saga.ports.orders.as_ref(), saga.workflow.as_ref(), order.id(), Decision::Approve, "ops", None)
-        .await
-        .unwrap();
-    assert_eq!(saga.finished(&order).await.status, ExecutionStatus::Succeeded);
+    assert_eq!(
+        still.approval.unwrap().task_token.as_deref(),
+        Some(token.as_str())
+    );
+    assert!(
+        !saga
+            .event_types(&order)
+            .await
+            .contains(&"ActivityTimedOut".to_owned())
+    );
+    decide(
+        saga.ports.orders.as_ref(),
+        saga.workflow.as_ref(),
+        order.id(),
+        Decision::Approve,
+        "ops",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        saga.finished(&order).await.status,
+        ExecutionStatus::Succeeded
+    );
 }

@@ -63,25 +63,26 @@ impl Step for ReleaseStep {
             Err(outcome) => return outcome,
         };
         let failure = failure_from(input.failure.as_ref());
-        match compensations::release(
+        let (error, cause) = (failure.error.clone(), failure.cause.clone());
+        let released = compensations::release(
             self.orders.as_ref(),
             self.inventory.as_ref(),
             &input.order_id,
             failure,
         )
-        .await
-        {
-            Ok(Released::Now(_) | Released::Already(_)) => {
-                StepOutcome::Done(json!({"released": true}))
-            }
+        .await;
+        let mut output = match released {
+            Ok(Released::Now(_) | Released::Already(_)) => json!({"released": true}),
             Ok(Released::NothingReserved) => {
-                StepOutcome::Done(json!({"released": false, "reason": "nothing was reserved"}))
+                json!({"released": false, "reason": "nothing was reserved"})
             }
-            Ok(Released::Shipped(_)) => {
-                StepOutcome::Done(json!({"released": false, "reason": "already shipped"}))
-            }
-            Err(e) => compensation_failed(&e),
-        }
+            Ok(Released::Shipped(_)) => json!({"released": false, "reason": "already shipped"}),
+            Err(e) => return compensation_failed(&e),
+        };
+        // The last compensation hands the original failure to the Fail state ending the saga.
+        output["error"] = json!(error);
+        output["cause"] = json!(cause);
+        StepOutcome::Done(output)
     }
 }
 

@@ -4,7 +4,7 @@
 
 pub mod compensation_steps;
 
-use compensation_steps::{RecordFailureStep, ReleaseStep, RefundStep};
+use compensation_steps::{RecordFailureStep, RefundStep, ReleaseStep};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{InventoryRepository, OrderRepository, PaymentGateway, ShippingGateway};
@@ -30,14 +30,28 @@ impl SagaPorts {
     pub fn step(&self, activity: Activity) -> Arc<dyn Step> {
         let p = self.clone();
         match activity {
-            Activity::ReserveInventory => Arc::new(Reserve { orders: p.orders, inventory: p.inventory }),
-            Activity::ChargePayment => Arc::new(Charge { orders: p.orders, payments: p.payments }),
+            Activity::ReserveInventory => Arc::new(Reserve {
+                orders: p.orders,
+                inventory: p.inventory,
+            }),
+            Activity::ChargePayment => Arc::new(Charge {
+                orders: p.orders,
+                payments: p.payments,
+            }),
             Activity::AwaitApproval => Arc::new(AwaitApproval { orders: p.orders }),
-            Activity::CreateShipment => {
-                Arc::new(Ship { orders: p.orders, inventory: p.inventory, shipping: p.shipping })
-            }
-            Activity::RefundPayment => Arc::new(RefundStep { orders: p.orders, payments: p.payments }),
-            Activity::ReleaseInventory => Arc::new(ReleaseStep { orders: p.orders, inventory: p.inventory }),
+            Activity::CreateShipment => Arc::new(Ship {
+                orders: p.orders,
+                inventory: p.inventory,
+                shipping: p.shipping,
+            }),
+            Activity::RefundPayment => Arc::new(RefundStep {
+                orders: p.orders,
+                payments: p.payments,
+            }),
+            Activity::ReleaseInventory => Arc::new(ReleaseStep {
+                orders: p.orders,
+                inventory: p.inventory,
+            }),
             Activity::RecordCompensationFailure => Arc::new(RecordFailureStep { orders: p.orders }),
         }
     }
@@ -62,13 +76,23 @@ impl SagaWorkers {
     ) -> SagaWorkers {
         let pool = Activity::ALL
             .into_iter()
-            .fold(WorkerPool::builder(workflow.clone()).settings(settings), |pool, a| {
-                pool.step(activity_arn(a), ports.step(a))
-            })
+            .fold(
+                WorkerPool::builder(workflow.clone()).settings(settings),
+                |pool, a| pool.step(activity_arn(a), ports.step(a)),
+            )
             .start();
         let (stop_keeper, stop) = watch::channel(false);
-        let keeper = ApprovalKeeper { orders: ports.orders.clone(), workflow, interval: keeper_interval }.spawn(stop);
-        SagaWorkers { pool, keeper, stop_keeper }
+        let keeper = ApprovalKeeper {
+            orders: ports.orders.clone(),
+            workflow,
+            interval: keeper_interval,
+        }
+        .spawn(stop);
+        SagaWorkers {
+            pool,
+            keeper,
+            stop_keeper,
+        }
     }
 
     /// Stops taking tasks, lets the steps in flight finish and answer, and stops the keeper.

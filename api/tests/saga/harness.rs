@@ -3,11 +3,13 @@
 
 use api::orders::{OrderIntake, OrderRequest, Placed, SagaSettings};
 use api::saga::{SagaPorts, SagaWorkers};
-use engine::{Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput};
+use engine::{
+    Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::sqlite::SqliteStore;
-use store::{Address, InventoryRepository, LineItem, Order, OrderId, OrderRepository, OrderStatus, PaymentGateway};
+use store::SqliteStore;
+use store::{Address, LineItem, Order, OrderId, OrderStatus};
 use workflow::embedded::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
 
@@ -15,7 +17,6 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 
 pub struct Saga {
     _dir: tempfile::TempDir,
-    pub store: SqliteStore,
     pub ports: SagaPorts,
     pub workflow: Arc<EmbeddedWorkflow>,
     pub intake: OrderIntake,
@@ -33,7 +34,9 @@ pub fn worker_settings() -> WorkerSettings {
 impl Saga {
     pub async fn start(settings: SagaSettings) -> Saga {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None).await.unwrap();
+        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+            .await
+            .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
         let ports = SagaPorts {
@@ -42,8 +45,18 @@ impl Saga {
             payments: Arc::new(store.payments()),
             shipping: Arc::new(store.shipping()),
         };
-        let intake = OrderIntake { orders: ports.orders.clone(), workflow: workflow.clone(), settings };
-        let mut saga = Saga { _dir: dir, store, ports, workflow, intake, workers: None };
+        let intake = OrderIntake {
+            orders: ports.orders.clone(),
+            workflow: workflow.clone(),
+            settings,
+        };
+        let mut saga = Saga {
+            _dir: dir,
+            ports,
+            workflow,
+            intake,
+            workers: None,
+        };
         saga.start_workers();
         saga
     }
@@ -70,7 +83,11 @@ impl Saga {
     }
 
     pub async fn stock(&self, sku: &str, available: u64) {
-        self.ports.inventory.set_available(sku, available).await.unwrap();
+        self.ports
+            .inventory
+            .set_available(sku, available)
+            .await
+            .unwrap();
     }
 
     pub async fn level(&self, sku: &str) -> (u64, u64, u64) {
@@ -86,14 +103,32 @@ impl Saga {
     }
 
     pub async fn order(&self, id: &str) -> Order {
-        self.ports.orders.get(&OrderId::parse(id).unwrap()).await.unwrap().unwrap()
+        self.ports
+            .orders
+            .get(&OrderId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap()
     }
 
     /// Waits until the order's execution has ended.
     pub async fn finished(&self, order: &Order) -> ExecutionDescription {
-        let arn = order.execution_arn.as_deref().expect("the order has an execution");
-        let d = self.workflow.engine().wait_for_completion(arn, DEADLINE).await.unwrap();
-        assert_ne!(d.status, ExecutionStatus::Running, "{} did not finish in time", order.id());
+        let arn = order
+            .execution_arn
+            .as_deref()
+            .expect("the order has an execution");
+        let d = self
+            .workflow
+            .engine()
+            .wait_for_completion(arn, DEADLINE)
+            .await
+            .unwrap();
+        assert_ne!(
+            d.status,
+            ExecutionStatus::Running,
+            "{} did not finish in time",
+            order.id()
+        );
         d
     }
 
@@ -105,14 +140,25 @@ impl Saga {
             if order.status == status {
                 return order;
             }
-            assert!(Instant::now() < deadline, "{id} is {:?}, never {status:?}", order.status);
+            assert!(
+                Instant::now() < deadline,
+                "{id} is {:?}, never {status:?}",
+                order.status
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     pub async fn charges(&self, id: &str) -> usize {
         let id = OrderId::parse(id).unwrap();
-        usize::from(self.ports.payments.find_charge(&id).await.unwrap().is_some())
+        usize::from(
+            self.ports
+                .payments
+                .find_charge(&id)
+                .await
+                .unwrap()
+                .is_some(),
+        )
     }
 
     pub async fn event_types(&self, order: &Order) -> Vec<String> {
@@ -130,13 +176,22 @@ impl Saga {
     }
 }
 
-pub fn request(id: &str, items: &[(&str, u32, u64)], payment_method: &str, postal_code: &str) -> OrderRequest {
+pub fn request(
+    id: &str,
+    items: &[(&str, u32, u64)],
+    payment_method: &str,
+    postal_code: &str,
+) -> OrderRequest {
     OrderRequest {
         order_id: OrderId::parse(id).unwrap(),
         customer_id: "cus_1".into(),
         items: items
             .iter()
-            .map(|(sku, quantity, price)| LineItem { sku: (*sku).into(), quantity: *quantity, unit_price_cents: *price })
+            .map(|(sku, quantity, price)| LineItem {
+                sku: (*sku).into(),
+                quantity: *quantity,
+                unit_price_cents: *price,
+            })
             .collect(),
         currency: "EUR".into(),
         payment_method: payment_method.into(),

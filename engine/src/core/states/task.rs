@@ -5,7 +5,7 @@ use super::super::errors::Failure;
 use super::super::history;
 use super::super::machine::{FrameWait, Run};
 use super::super::{Action, TaskSpec as ScheduledTask, TimeoutKind};
-use super::{parameters_input, runtime};
+use super::runtime;
 use crate::asl::{NumberOrPath, State, TaskSpec};
 use crate::data::jsonpath;
 use base64::Engine as _;
@@ -72,22 +72,25 @@ fn new_token() -> String {
 
 pub fn run(run: &mut Run, id: u64, state: &State, spec: &TaskSpec) -> Result<(), Failure> {
     let token = new_token();
-    // `$$.Task.Token` is visible to Parameters (callback patterns pass it on).
-    let effective = parameters_input_with_token(run, id, state, &token)?;
+    // The `…SecondsPath` fields read the state's input (after InputPath), not what Parameters
+    // makes of it: Parameters shapes the task's payload, the timeouts are the state's.
+    let state_input = super::effective_input(run, id, state)?;
     let timeout = resolve_seconds(
         run,
         id,
         spec.timeout.as_ref(),
         "TimeoutSecondsPath",
-        &effective,
+        &state_input,
     )?;
     let heartbeat = resolve_seconds(
         run,
         id,
         spec.heartbeat.as_ref(),
         "HeartbeatSecondsPath",
-        &effective,
+        &state_input,
     )?;
+    // `$$.Task.Token` is visible to Parameters (callback patterns pass it on).
+    let effective = parameters_input_with_token(run, id, state, state_input, &token)?;
     let family = Family::of(run, &spec.resource);
     let mut details = family.base_details();
     match &family {
@@ -148,12 +151,12 @@ fn parameters_input_with_token(
     run: &Run,
     id: u64,
     state: &State,
+    effective: Value,
     token: &str,
 ) -> Result<Value, Failure> {
     match &state.parameters {
-        None => parameters_input(run, id, state),
+        None => Ok(effective),
         Some(template) => {
-            let effective = super::effective_input(run, id, state)?;
             let context = run.context(id, Some(token), None);
             let frame = run.frame(id);
             let scope = crate::data::Scope {
