@@ -249,3 +249,23 @@ async fn the_same_order_gets_the_same_tracking_number_everywhere() {
         "{n}"
     );
 }
+
+#[tokio::test]
+async fn a_charge_arriving_after_a_refund_of_nothing_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let payments = open(&dir).payments();
+    let id = order_id("zombie");
+    // The saga gave up on a charge step (timeout) and compensated: nothing was charged yet.
+    let refund = payments.refund(&id, &id.refund_key()).await.unwrap();
+    assert_eq!(refund, Refunded::NothingCharged);
+    // The abandoned step finally reaches the provider: no money may move any more.
+    let late = payments
+        .charge(&charge_with(&id, PM_SUCCEEDS))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(late, GatewayError::Rejected(ref m) if m.contains("voided")),
+        "{late:?}"
+    );
+    assert_eq!(payments.find_charge(&id).await.unwrap(), None);
+}

@@ -103,6 +103,18 @@ fn refund_where(conn: &Connection, column: &str, value: &str) -> rusqlite::Resul
     .optional()
 }
 
+fn void_key(id: &OrderId) -> String {
+    format!("void:{id}")
+}
+
+/// Whether a refund found nothing to refund for the order (see `refund`).
+fn voided(conn: &Connection, id: &OrderId) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sandbox_attempts WHERE key = ?1")?
+        .query_row([void_key(id)], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+}
+
 fn same_request(row: &ChargeRow, req: &ChargeRequest) -> bool {
     row.charge.order_id == req.order_id
         && row.charge.amount_cents == req.amount_cents
@@ -134,6 +146,12 @@ impl PaymentGateway for SandboxPayments {
                             ))));
                         }
                         return Ok(Ok(row.charge));
+                    }
+                    if voided(&tx, &req.order_id)? {
+                        return Ok(Err(GatewayError::Rejected(format!(
+                            "order {} was voided: its payment was compensated before any charge",
+                            req.order_id
+                        ))));
                     }
                     let method = match method(&req.payment_method) {
                         Ok(m) => m,
@@ -208,8 +226,9 @@ impl PaymentGateway for SandboxPayments {
 
     /// Refunds the order's charge in full. A charge refunded before under another key is not
     /// refunded again: that refund is returned as `Already`, since nothing is left to give back.
-    /// A refund that finds no charge records nothing, so a charge that lands late (a zombie
-    /// step) can still be refunded under the same key.
+    /// A refund that finds no charge voids the order: a charge that lands late (a step the
+    /// workflow gave up on, still running somewhere) is refused, because no compensation would
+    /// ever run for it.
     async fn refund(
         &self,
         order_id: &OrderId,
@@ -231,6 +250,8 @@ impl PaymentGateway for SandboxPayments {
                         return Ok(Ok(Refunded::Already(refund)));
                     }
                     let Some(ChargeRow { charge, .. }) = charge_of_order(&tx, &id)? else {
+                        bump_attempt(&tx, &void_key(&id))?;
+                        tx.commit()?;
                         return Ok(Ok(Refunded::NothingCharged));
                     };
                     if let Some(refund) = refund_where(&tx, "charge_id", &charge.charge_id)? {
