@@ -1,0 +1,3 @@
+//! The `fulfillment` binary (to come with the HTTP API).
+
+fn main() {}
