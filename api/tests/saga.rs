@@ -10,7 +10,7 @@ use engine::ExecutionStatus;
 use harness::{Saga, large, request, small};
 use serde_json::json;
 use std::time::Duration;
-use store::{Created, Decision, OrderStatus, Refunded, Released, ReservationStatus, Reserved};
+use store::{Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
 use workflow::definition::Activity;
 use workflow::steps::approval::{DecisionResult, decide};
 use workflow::{StepOutcome, StepTask, WorkflowPort};
@@ -358,7 +358,7 @@ async fn a_step_delivered_twice_has_no_double_effect() {
     let mut saga = Saga::default().await;
     saga.stop_workers().await;
     saga.stock("book", 5).await;
-    let order = saga.place(small("o-twice", "book", "pm_card_visa")).await;
+    saga.place(small("o-twice", "book", "pm_card_visa")).await;
     let task = StepTask {
         task_token: "t".into(),
         input: json!({"orderId": "o-twice"}),
@@ -383,23 +383,40 @@ async fn a_step_delivered_twice_has_no_double_effect() {
     assert_eq!(saga.level("book").await, (4, 0, 1));
     assert_eq!(saga.charges("o-twice").await, 1);
     assert_eq!(saga.order("o-twice").await.status, OrderStatus::Completed);
-    // Compensations twice: one refund, and a release that leaves shipped stock alone.
-    let failure = json!({"orderId": "o-twice", "failure": {"Error": "Test", "Cause": "twice"}});
-    let refund = saga.ports.step(Activity::RefundPayment);
-    let task = StepTask {
+    // Compensations twice, on an order charged but not shipped: one refund, one release.
+    saga.place(small("o-undo-twice", "book", "pm_card_visa"))
+        .await;
+    let forward = StepTask {
         task_token: "t".into(),
-        input: failure,
+        input: json!({"orderId": "o-undo-twice"}),
     };
-    assert_eq!(
-        refund.run(task.clone()).await,
-        refund.run(task.clone()).await
-    );
-    assert!(refunded(&saga, "o-twice").await);
-    assert!(matches!(
-        saga.ports.inventory.release(order.id()).await.unwrap(),
-        Released::Shipped(_)
-    ));
+    for activity in [Activity::ReserveInventory, Activity::ChargePayment] {
+        saga.ports.step(activity).run(forward.clone()).await;
+    }
+    assert_eq!(saga.level("book").await, (3, 1, 1));
+    let undo = StepTask {
+        task_token: "t".into(),
+        input: json!({"orderId": "o-undo-twice", "failure": {"Error": "Test", "Cause": "twice"}}),
+    };
+    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
+        let step = saga.ports.step(activity);
+        let first = step.run(undo.clone()).await;
+        assert!(
+            matches!(first, StepOutcome::Done(_)),
+            "{activity:?}: {first:?}"
+        );
+        assert_eq!(
+            first,
+            step.run(undo.clone()).await,
+            "{activity:?} answers the same again"
+        );
+    }
+    assert!(refunded(&saga, "o-undo-twice").await);
     assert_eq!(saga.level("book").await, (4, 0, 1));
+    assert_eq!(
+        saga.order("o-undo-twice").await.status,
+        OrderStatus::Cancelled
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -606,4 +623,48 @@ async fn the_keeper_keeps_a_parked_approval_alive_past_its_heartbeat() {
         saga.finished(&order).await.status,
         ExecutionStatus::Succeeded
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    saga.place(small("o-gone", "book", "pm_card_visa")).await;
+    let forward = StepTask {
+        task_token: "t".into(),
+        input: json!({"orderId": "o-gone"}),
+    };
+    for activity in [
+        Activity::ReserveInventory,
+        Activity::ChargePayment,
+        Activity::CreateShipment,
+    ] {
+        let outcome = saga.ports.step(activity).run(forward.clone()).await;
+        assert!(
+            matches!(outcome, StepOutcome::Done(_)),
+            "{activity:?}: {outcome:?}"
+        );
+    }
+    // The workflow had given up on the shipment step (its answer never arrived) and compensates.
+    let compensation = StepTask {
+        task_token: "t".into(),
+        input: json!({"orderId": "o-gone", "failure": {"Error": "States.Timeout", "Cause": "lost answer"}}),
+    };
+    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
+        let outcome = saga.ports.step(activity).run(compensation.clone()).await;
+        assert!(
+            matches!(outcome, StepOutcome::Done(_)),
+            "{activity:?}: {outcome:?}"
+        );
+    }
+    // The goods had left: the order completed in the world, so nothing is undone.
+    let order = saga.order("o-gone").await;
+    assert_eq!(order.status, OrderStatus::Completed, "{order:?}");
+    assert!(
+        !refunded(&saga, "o-gone").await,
+        "a shipped order is not refunded"
+    );
+    assert_eq!(saga.charges("o-gone").await, 1);
+    assert_eq!(saga.level("book").await, (4, 0, 1));
 }

@@ -372,9 +372,6 @@ proptest! {
 /// refused too, or the goods leave for an order that was refunded and whose stock is counted
 /// as available again.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "bug: Ship (workflow/src/steps/ship.rs) calls create_shipment without checking the \
-            order or its reservation: a CreateShipment step running after the compensation \
-            ships a CANCELLED, refunded order, and its released stock stays counted as available"]
 async fn a_shipment_after_the_compensation_is_refused() {
     use serde_json::json;
     use workflow::definition::Activity;

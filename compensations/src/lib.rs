@@ -1,17 +1,40 @@
 //! The saga's compensations. Each is idempotent by the order id and safe to run when the forward
 //! step's outcome is unknown: undoing something that never happened is a recorded no-op.
 //! Order status moves with them: `COMPENSATING` (refund), `CANCELLED` (release), or
-//! `COMPENSATION_FAILED` when the workflow gives up on them.
+//! `COMPENSATION_FAILED` when the workflow gives up on them. Every compensation first voids the
+//! order's shipping: an order that turns out to have shipped is kept, not undone.
 
 mod failure;
 mod refund;
 mod release;
+mod shipped;
 
 pub use failure::record_failure;
 pub use refund::refund;
 pub use release::release;
 
-use store::{Failure, GatewayError, StoreError};
+use store::{
+    Failure, GatewayError, InventoryRepository, OrderRepository, PaymentGateway, Shipment,
+    ShippingGateway, StoreError,
+};
+
+/// The ports a compensation reaches.
+#[derive(Clone, Copy)]
+pub struct Ports<'a> {
+    pub orders: &'a dyn OrderRepository,
+    pub inventory: &'a dyn InventoryRepository,
+    pub payments: &'a dyn PaymentGateway,
+    pub shipping: &'a dyn ShippingGateway,
+}
+
+/// What a compensation did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<T> {
+    /// Undone (or a recorded no-op when the forward step never happened).
+    Undone(T),
+    /// The order had shipped: it completed in the world and nothing was undone.
+    Shipped(Shipment),
+}
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompensationError {

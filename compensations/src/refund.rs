@@ -1,19 +1,28 @@
-//! RefundPayment: refunds the order's charge in full under `refund:{orderId}`; nothing to do
-//! when nothing was charged.
+//! RefundPayment: voids the order's shipping, then refunds its charge in full under
+//! `refund:{orderId}`; nothing to do when nothing was charged.
 
-use crate::CompensationError;
-use store::{Failure, OrderId, OrderRepository, OrderStatus, PaymentGateway, Refunded};
+use crate::shipped::void_shipping;
+use crate::{CompensationError, Outcome, Ports};
+use store::{Failure, OrderId, OrderStatus, Refunded};
 
 pub async fn refund(
-    orders: &dyn OrderRepository,
-    payments: &dyn PaymentGateway,
+    ports: &Ports<'_>,
     order_id: &OrderId,
     failure: Failure,
-) -> Result<Refunded, CompensationError> {
-    orders
+) -> Result<Outcome<Refunded>, CompensationError> {
+    if let Some(shipment) =
+        void_shipping(ports.orders, ports.inventory, ports.shipping, order_id).await?
+    {
+        return Ok(Outcome::Shipped(shipment));
+    }
+    ports
+        .orders
         .advance(order_id, OrderStatus::Compensating, Some(failure))
         .await?;
-    let refunded = payments.refund(order_id, &order_id.refund_key()).await?;
+    let refunded = ports
+        .payments
+        .refund(order_id, &order_id.refund_key())
+        .await?;
     match &refunded {
         Refunded::Now(r) => {
             tracing::info!(order_id = %order_id, refund_id = %r.refund_id, "refunded")
@@ -23,5 +32,5 @@ pub async fn refund(
             tracing::info!(order_id = %order_id, "nothing was charged; no refund")
         }
     }
-    Ok(refunded)
+    Ok(Outcome::Undone(refunded))
 }

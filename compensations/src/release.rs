@@ -1,17 +1,25 @@
 //! ReleaseInventory: returns the order's held stock; nothing to do when nothing was reserved.
 //! It is the last compensation, so the order ends `CANCELLED` with the failure that started it.
 
-use crate::CompensationError;
-use store::{Failure, InventoryRepository, OrderId, OrderRepository, OrderStatus, Released};
+use crate::shipped::void_shipping;
+use crate::{CompensationError, Outcome, Ports};
+use store::{Failure, OrderId, OrderStatus, Released};
 
 pub async fn release(
-    orders: &dyn OrderRepository,
-    inventory: &dyn InventoryRepository,
+    ports: &Ports<'_>,
     order_id: &OrderId,
     failure: Failure,
-) -> Result<Released, CompensationError> {
-    let released = inventory.release(order_id).await?;
-    orders
+) -> Result<Outcome<Released>, CompensationError> {
+    // Again, in case a shipment slipped in since the refund voided shipping (it cannot: the
+    // void is recorded; this keeps release safe on its own).
+    if let Some(shipment) =
+        void_shipping(ports.orders, ports.inventory, ports.shipping, order_id).await?
+    {
+        return Ok(Outcome::Shipped(shipment));
+    }
+    let released = ports.inventory.release(order_id).await?;
+    ports
+        .orders
         .advance(order_id, OrderStatus::Cancelled, Some(failure))
         .await?;
     match &released {
@@ -24,5 +32,5 @@ pub async fn release(
             tracing::warn!(order_id = %order_id, "stock already shipped; not released")
         }
     }
-    Ok(released)
+    Ok(Outcome::Undone(released))
 }

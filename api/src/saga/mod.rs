@@ -44,15 +44,9 @@ impl SagaPorts {
                 inventory: p.inventory,
                 shipping: p.shipping,
             }),
-            Activity::RefundPayment => Arc::new(RefundStep {
-                orders: p.orders,
-                payments: p.payments,
-            }),
-            Activity::ReleaseInventory => Arc::new(ReleaseStep {
-                orders: p.orders,
-                inventory: p.inventory,
-            }),
-            Activity::RecordCompensationFailure => Arc::new(RecordFailureStep { orders: p.orders }),
+            Activity::RefundPayment => Arc::new(RefundStep(p)),
+            Activity::ReleaseInventory => Arc::new(ReleaseStep(p)),
+            Activity::RecordCompensationFailure => Arc::new(RecordFailureStep(p)),
         }
     }
 }

@@ -144,3 +144,31 @@ pub async fn one_shipment_per_order(shipping: &dyn ShippingGateway) {
     );
     assert_eq!(shipping.shipment(&id).await.expect("shipment"), Some(first));
 }
+
+pub async fn voided_shipping_refuses_a_late_shipment(shipping: &dyn ShippingGateway) {
+    let id = order_id("void-ship");
+    assert_eq!(shipping.void(&id).await.expect("void"), Voided::Now);
+    assert_eq!(shipping.void(&id).await.expect("again"), Voided::Now);
+    let request = ShipmentRequest {
+        order_id: id.clone(),
+        address: address("75001"),
+        lines: vec![line("SKU-A", 1)],
+    };
+    let late = shipping.create_shipment(&request).await;
+    assert!(matches!(late, Err(GatewayError::Rejected(_))), "{late:?}");
+    assert_eq!(shipping.shipment(&id).await.expect("shipment"), None);
+}
+
+pub async fn voiding_after_a_shipment_reports_it(shipping: &dyn ShippingGateway) {
+    let id = order_id("void-shipped");
+    let request = ShipmentRequest {
+        order_id: id.clone(),
+        address: address("75001"),
+        lines: vec![line("SKU-A", 1)],
+    };
+    let shipment = shipping.create_shipment(&request).await.expect("ship");
+    assert_eq!(
+        shipping.void(&id).await.expect("void"),
+        Voided::Shipped(shipment)
+    );
+}

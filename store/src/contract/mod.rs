@@ -134,7 +134,9 @@ macro_rules! contract_suite {
             refund_is_once_and_noop_without_charge
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
-            one_shipment_per_order
+            one_shipment_per_order,
+            voided_shipping_refuses_a_late_shipment,
+            voiding_after_a_shipment_reports_it
         );
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn concurrent_orders_never_oversell_the_last_unit() {

@@ -4,7 +4,7 @@
 use super::{POSTAL_REJECTED, POSTAL_UNAVAILABLE_ONCE, bump_attempt, derive_id, tracking_number};
 use crate::domain::{OrderId, Shipment};
 use crate::error::{GatewayError, StoreError};
-use crate::ports::{ShipmentRequest, ShippingGateway};
+use crate::ports::{ShipmentRequest, ShippingGateway, Voided};
 use crate::sqlite::{SqliteStore, get_ts, immediate, now, parse_ts};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -37,6 +37,17 @@ fn load(conn: &Connection, id: &OrderId) -> rusqlite::Result<Option<Shipment>> {
     .optional()
 }
 
+fn void_key(id: &OrderId) -> String {
+    format!("void-shipping:{id}")
+}
+
+fn voided(conn: &Connection, id: &OrderId) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT 1 FROM sandbox_attempts WHERE key = ?1")?
+        .query_row([void_key(id)], |_| Ok(()))
+        .optional()
+        .map(|found| found.is_some())
+}
+
 #[async_trait]
 impl ShippingGateway for SandboxShipping {
     async fn create_shipment(&self, request: &ShipmentRequest) -> Result<Shipment, GatewayError> {
@@ -49,6 +60,11 @@ impl ShippingGateway for SandboxShipping {
                     // The order's shipment exists: the carrier answers with it, whatever is asked.
                     if let Some(shipment) = load(&tx, &id)? {
                         return Ok(Ok(shipment));
+                    }
+                    if voided(&tx, &id)? {
+                        return Ok(Err(GatewayError::Rejected(format!(
+                            "shipping of order {id} was voided: the order was compensated"
+                        ))));
                     }
                     if postal_code.is_empty() || postal_code == POSTAL_REJECTED {
                         return Ok(Err(GatewayError::Rejected(format!(
@@ -85,6 +101,25 @@ impl ShippingGateway for SandboxShipping {
                 },
             )
             .await?
+    }
+
+    async fn void(&self, order_id: &OrderId) -> Result<Voided, GatewayError> {
+        let id = order_id.clone();
+        let voided = self
+            .store
+            .write(move |conn| -> Result<Voided, StoreError> {
+                let tx = immediate(conn)?;
+                if let Some(shipment) = load(&tx, &id)? {
+                    return Ok(Voided::Shipped(shipment));
+                }
+                if !voided(&tx, &id)? {
+                    bump_attempt(&tx, &void_key(&id))?;
+                }
+                tx.commit()?;
+                Ok(Voided::Now)
+            })
+            .await?;
+        Ok(voided)
     }
 
     async fn shipment(&self, order_id: &OrderId) -> Result<Option<Shipment>, GatewayError> {

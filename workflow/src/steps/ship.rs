@@ -22,6 +22,17 @@ impl Step for Ship {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
         let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        // A delivery that comes after the saga compensated is stale; the compensation also
+        // voided the order's shipping, so the carrier would refuse it anyway.
+        if matches!(
+            order.status,
+            OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
+        ) {
+            return failed(
+                ErrorName::OrderInvalid,
+                format!("order is {}", order.status.as_str()),
+            );
+        }
         let request = ShipmentRequest {
             order_id: input.order_id.clone(),
             address: order.new.shipping_address.clone(),

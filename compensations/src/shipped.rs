@@ -1,0 +1,33 @@
+//! The fence every compensation starts with: void the order's shipping. When a shipment had
+//! already been made (a shipment step the workflow gave up on had in fact shipped), the order
+//! completed in the world: nothing is undone, its stock counts as shipped and it stays (or
+//! becomes) `COMPLETED`, whatever the execution's end says.
+
+use crate::CompensationError;
+use store::{
+    InventoryRepository, OrderId, OrderRepository, OrderStatus, Shipment, ShippingGateway, Voided,
+};
+
+/// `Some(shipment)` when the order had shipped; otherwise no shipment can be made any more.
+pub async fn void_shipping(
+    orders: &dyn OrderRepository,
+    inventory: &dyn InventoryRepository,
+    shipping: &dyn ShippingGateway,
+    order_id: &OrderId,
+) -> Result<Option<Shipment>, CompensationError> {
+    match shipping.void(order_id).await? {
+        Voided::Now => Ok(None),
+        Voided::Shipped(shipment) => {
+            inventory.mark_shipped(order_id).await?;
+            orders
+                .advance(order_id, OrderStatus::Completed, None)
+                .await?;
+            tracing::warn!(
+                order_id = %order_id,
+                shipment_id = %shipment.shipment_id,
+                "compensation found the order shipped; nothing is undone"
+            );
+            Ok(Some(shipment))
+        }
+    }
+}
