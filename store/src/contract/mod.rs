@@ -99,7 +99,7 @@ pub fn failure(error: &str) -> Failure {
 /// Generates one `#[tokio::test]` per contract test. `$fresh` is an async fn returning
 /// [`Adapters`], called once per test.
 ///
-/// ```ignore
+/// ```text
 /// async fn fresh() -> store::contract::Adapters { … }
 /// store::contract_suite!(fresh);
 /// ```
