@@ -759,9 +759,37 @@ impl Writer {
             info: &loaded.info,
             is_activity: &is_activity,
         };
-        let step = interpreter.apply(&mut loaded.state, event, now);
-        loaded.dirty = true;
+        // A bug in the interpreter must cost one execution, not the engine: the writer thread
+        // would otherwise die and take every other execution with it.
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            interpreter.apply(&mut loaded.state, event, now)
+        }));
         let exec_arn = loaded.arn.clone();
+        let step = match applied {
+            Ok(step) => step,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(execution_arn = %exec_arn, panic = %what, "interpreter panicked; failing the execution");
+                b.loaded.remove(&exec_id);
+                self.store.delete_timers_of(exec_id)?;
+                self.store.close_tasks_of(exec_id)?;
+                self.store.close_execution(
+                    exec_id,
+                    crate::api::ExecutionStatus::Failed,
+                    None,
+                    Some("States.Runtime"),
+                    Some("The engine failed while running this execution (an internal error); see the engine log."),
+                    millis(now),
+                )?;
+                b.finished.push(exec_arn);
+                return Ok(());
+            }
+        };
+        loaded.dirty = true;
         let _span = tracing::debug_span!("transition", execution_arn = %exec_arn).entered();
         b.transitions += step
             .events

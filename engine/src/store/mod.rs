@@ -482,6 +482,16 @@ impl Store {
         Ok(())
     }
 
+    /// Closes every open task of an execution (it ended without the interpreter closing them).
+    pub fn close_tasks_of(&self, exec_id: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE tasks SET status = 2, input = NULL WHERE exec_id = ? AND status < 2",
+            )?
+            .execute([exec_id])?;
+        Ok(())
+    }
+
     /// Tasks for in-process handlers that were scheduled but not answered (to re-invoke after
     /// a restart).
     pub fn open_handler_tasks(&self) -> Result<Vec<TaskRow>> {
