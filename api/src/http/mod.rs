@@ -1,11 +1,40 @@
 //! The HTTP API: `fn router(state) -> Router`. Handlers, problem+json errors, operator auth,
 //! the OpenAPI document and Swagger UI live below this module.
 
+pub mod approvals;
+pub mod auth;
+pub mod extract;
+pub mod health;
+pub mod inventory;
+pub mod metrics;
+pub mod openapi;
+pub mod orders;
+pub mod problem;
+pub mod validate;
+
 use crate::orders::OrderIntake;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use problem::{Problem, ProblemKind};
+use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{InventoryRepository, OrderRepository};
+use store::{InventoryRepository, OrderRepository, PaymentGateway, ShippingGateway};
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa_swagger_ui::{Config, SwaggerUi};
 use workflow::WorkflowPort;
+
+pub use metrics::Metrics;
 
 /// An operator bearer token. Never printed: `Debug` shows a placeholder.
 #[derive(Clone)]
@@ -55,4 +84,103 @@ pub struct AppState {
     pub intake: Arc<OrderIntake>,
     pub operator_token: OperatorToken,
     pub limits: HttpLimits,
+    /// Read by the status endpoint (the order's charge).
+    pub payments: Arc<dyn PaymentGateway>,
+    /// Read by the status endpoint (the order's shipment).
+    pub shipping: Arc<dyn ShippingGateway>,
+    /// `Metrics::new()`; served at `/metrics`.
+    pub metrics: Metrics,
+}
+
+/// The header carrying a request's id (set when the client sends none, and echoed back).
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The service's routes with their middleware: request ids, tracing, metrics, problem+json for
+/// every error, body limit, timeout and panic recovery.
+pub fn router(state: AppState) -> Router {
+    let limits = state.limits.clone();
+    let metrics = state.metrics.clone();
+    let swagger = SwaggerUi::new("/docs").config(Config::from("/openapi.json"));
+    Router::new()
+        .route("/orders", post(orders::place))
+        .route("/orders/{order_id}/status", get(orders::status))
+        .route("/orders/{order_id}/history", get(orders::history))
+        .route(
+            "/orders/{order_id}/approval",
+            post(approvals::decide_approval),
+        )
+        .route("/approvals", get(approvals::pending))
+        .route(
+            "/inventory/{sku}",
+            get(inventory::get_stock).put(inventory::put_stock),
+        )
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .merge(swagger)
+        .fallback(unknown_route)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetSensitiveRequestHeadersLayer::new([
+                    header::AUTHORIZATION,
+                ]))
+                .layer(SetRequestIdLayer::new(
+                    header::HeaderName::from_static(REQUEST_ID),
+                    MakeRequestUuid,
+                ))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(request_span)
+                        .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                )
+                .layer(PropagateRequestIdLayer::new(
+                    header::HeaderName::from_static(REQUEST_ID),
+                ))
+                .layer(axum::middleware::from_fn(problem::render_problems))
+                .layer(axum::middleware::from_fn_with_state(
+                    metrics,
+                    metrics::track,
+                ))
+                .layer(CatchPanicLayer::custom(panicked))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    limits.request_timeout,
+                )),
+        )
+}
+
+/// The span of one request: method, matched route, path and request id (never headers).
+fn request_span(request: &Request<Body>) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str());
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        route,
+        path = %request.uri().path(),
+        request_id,
+    )
+}
+
+async fn unknown_route() -> Problem {
+    Problem::new(ProblemKind::NotFound, "no such resource")
+}
+
+fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic");
+    Problem::internal(&format_args!("handler panicked: {message}")).into_response()
 }

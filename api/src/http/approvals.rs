@@ -1,0 +1,272 @@
+//! Operator approvals: `POST /orders/{orderId}/approval` answers a parked approval task once
+//! (through [`decide`]), and `GET /approvals` lists the orders waiting for one.
+
+use super::AppState;
+use super::auth::Operator;
+use super::extract::{JsonBody, PathParam, QueryParams};
+use super::orders::{IDEMPOTENT_REPLAYED, SagaStatus, decision_name, find_order};
+use super::problem::{FieldError, Problem, ProblemKind};
+use super::validate;
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderValue;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use store::{Decision, Order, OrderStatus};
+use tracing::Span;
+use tracing::field::Empty;
+use utoipa::{IntoParams, ToSchema};
+use workflow::steps::approval::{DecisionResult, decide};
+
+/// The error a Step Functions state reports when its `TimeoutSeconds` run out.
+const STATES_TIMEOUT: &str = "States.Timeout";
+
+/// An operator's decision.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // documents the body; the handler validates the JSON by hand
+pub struct ApprovalRequest {
+    pub decision: DecisionName,
+    /// Why (kept on the approval record; a rejection's cause).
+    #[schema(min_length = 1, max_length = 500)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionName {
+    Approve,
+    Reject,
+}
+
+impl From<Decision> for DecisionName {
+    fn from(d: Decision) -> Self {
+        match d {
+            Decision::Approve => DecisionName::Approve,
+            Decision::Reject => DecisionName::Reject,
+        }
+    }
+}
+
+/// The decision recorded on the order.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalResult {
+    pub order_id: String,
+    pub decision: DecisionName,
+    /// The order's saga status after the decision.
+    pub status: SagaStatus,
+}
+
+/// An order waiting for an operator.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApprovalView {
+    pub order_id: String,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub requested_at: DateTime<Utc>,
+}
+
+/// The orders waiting for an operator, oldest request first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingApprovals {
+    pub items: Vec<PendingApprovalView>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PendingQuery {
+    /// The most orders listed (1–1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
+/// Whether the order's approval window ran out before anyone decided.
+fn expired(order: &Order) -> bool {
+    let undecided = order
+        .approval
+        .as_ref()
+        .is_some_and(|a| a.decision.is_none());
+    let compensated = matches!(
+        order.status,
+        OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
+    );
+    let timed_out = order
+        .failure
+        .as_ref()
+        .is_some_and(|f| f.error == STATES_TIMEOUT);
+    undecided && compensated && timed_out
+}
+
+fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
+    Json(ApprovalResult {
+        order_id: order.id().to_string(),
+        decision: order
+            .approval
+            .as_ref()
+            .and_then(|a| a.decision)
+            .unwrap_or(decision)
+            .into(),
+        status: order.status.into(),
+    })
+}
+
+/// Decide an order's approval.
+///
+/// Approving lets the saga ship; rejecting cancels it (refund, release). A decision is recorded
+/// once: the same decision again replays (`Idempotent-Replayed: true`), another is a 409. Who
+/// decided comes from `X-Operator` (default `operator`).
+#[utoipa::path(
+    post,
+    path = "/orders/{orderId}/approval",
+    tag = "operator",
+    security(("operatorToken" = [])),
+    params(
+        ("orderId" = String, Path, description = "The order id"),
+        ("X-Operator" = Option<String>, Header, description = "Who decides (1–80 printable characters; default `operator`)"),
+    ),
+    request_body(content = ApprovalRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Decided (or, with `Idempotent-Replayed: true`, decided so before)", body = ApprovalResult,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this decision was made before"))),
+        (status = 400, description = "The body is not JSON, or `X-Operator` is invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`) or its approval window ran out (`approval-expired`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "decide_approval", skip_all, fields(order_id = %raw, execution_arn = Empty, operator = %operator.name))]
+pub async fn decide_approval(
+    State(state): State<AppState>,
+    operator: Operator,
+    PathParam(raw): PathParam,
+    JsonBody(body): JsonBody,
+) -> Response {
+    let order = match find_order(&state, &raw).await {
+        Ok(order) => order,
+        Err(p) => return p.into_response(),
+    };
+    if let Some(arn) = &order.execution_arn {
+        Span::current().record("execution_arn", arn.as_str());
+    }
+    let (decision, reason) = match validate::approval_decision(&body) {
+        Ok(d) => d,
+        Err(errors) => return Problem::validation(errors).into_response(),
+    };
+    let name = decision_name(decision);
+    let outcome = decide(
+        state.orders.as_ref(),
+        state.workflow.as_ref(),
+        order.id(),
+        decision,
+        &operator.name,
+        reason.as_deref(),
+    )
+    .await;
+    let (label, response) = match outcome {
+        Ok(DecisionResult::Applied(order)) => {
+            tracing::info!(decision = name, "approval decided");
+            ("applied", result(&order, decision).into_response())
+        }
+        Ok(DecisionResult::Replayed(order)) => {
+            let mut response = result(&order, decision).into_response();
+            response
+                .headers_mut()
+                .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+            ("replayed", response)
+        }
+        Ok(DecisionResult::Conflict(order)) => {
+            let made = order
+                .approval
+                .as_ref()
+                .and_then(|a| a.decision)
+                .map_or("another decision", decision_name);
+            let problem = Problem::new(
+                ProblemKind::ApprovalConflict,
+                format!("order {} was decided before: {made}", order.id()),
+            );
+            ("conflict", problem.into_response())
+        }
+        Ok(DecisionResult::NotAwaiting(order)) if expired(&order) => {
+            let problem = Problem::new(
+                ProblemKind::ApprovalExpired,
+                format!(
+                    "the approval window of order {} ran out; it is {}",
+                    order.id(),
+                    order.status.as_str()
+                ),
+            );
+            ("expired", problem.into_response())
+        }
+        Ok(DecisionResult::NotAwaiting(order)) => {
+            let problem = Problem::new(
+                ProblemKind::NotAwaitingApproval,
+                format!(
+                    "order {} is {}, not awaiting approval",
+                    order.id(),
+                    order.status.as_str()
+                ),
+            );
+            ("not_awaiting", problem.into_response())
+        }
+        Ok(DecisionResult::NotFound) => (
+            "not_found",
+            Problem::new(ProblemKind::OrderNotFound, format!("no order {raw:?}")).into_response(),
+        ),
+        Err(e) => return Problem::backend(&e, e.is_transient()).into_response(),
+    };
+    state.metrics.decision(name, label);
+    response
+}
+
+/// List the orders waiting for an operator's approval, oldest request first.
+#[utoipa::path(
+    get,
+    path = "/approvals",
+    tag = "operator",
+    security(("operatorToken" = [])),
+    params(PendingQuery),
+    responses(
+        (status = 200, description = "The waiting orders", body = PendingApprovals),
+        (status = 400, description = "Invalid `limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "pending_approvals", skip_all)]
+pub async fn pending(
+    State(state): State<AppState>,
+    _operator: Operator,
+    QueryParams(query): QueryParams<PendingQuery>,
+) -> Result<Json<PendingApprovals>, Problem> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
+        p.errors = Some(vec![FieldError::new("limit", "must be from 1 to 1000")]);
+        return Err(p);
+    }
+    let pending = state
+        .orders
+        .pending_approvals(limit)
+        .await
+        .map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    Ok(Json(PendingApprovals {
+        items: pending
+            .into_iter()
+            .map(|p| PendingApprovalView {
+                order_id: p.order_id.to_string(),
+                amount_cents: p.amount_cents,
+                currency: p.currency,
+                requested_at: p.requested_at,
+            })
+            .collect(),
+    }))
+}

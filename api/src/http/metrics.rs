@@ -1,0 +1,220 @@
+//! Prometheus metrics: requests by method, matched route and status, their durations, and the
+//! business outcomes (orders accepted/replayed/conflicting, approval decisions). Served as text
+//! at `/metrics`; labels never carry request content beyond the route template.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: String,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    decision: &'static str,
+    outcome: &'static str,
+}
+
+type DurationFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    // 1 ms … ~32 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+struct Inner {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: DurationFamily,
+    orders: Family<OutcomeLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
+}
+
+/// The service's metrics (cheap to clone: one shared registry).
+#[derive(Clone)]
+pub struct Metrics(Arc<Inner>);
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// The outcome of `POST /orders`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderOutcome {
+    Accepted,
+    Replayed,
+    Conflict,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("fulfillment");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by method, matched route and status",
+            requests.clone(),
+        );
+        let durations: DurationFamily = Family::new_with_constructor(duration_histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer HTTP requests, by method and matched route",
+            durations.clone(),
+        );
+        let orders = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "orders",
+            "Orders placed, by outcome (accepted, replayed, conflict)",
+            orders.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "approval_decisions",
+            "Operator approval decisions, by decision and outcome",
+            decisions.clone(),
+        );
+        // Every outcome is exported from the start, at zero.
+        for outcome in ["accepted", "replayed", "conflict"] {
+            let _ = orders.get_or_create(&OutcomeLabels { outcome });
+        }
+        Metrics(Arc::new(Inner {
+            registry,
+            requests,
+            durations,
+            orders,
+            decisions,
+        }))
+    }
+
+    pub fn order(&self, outcome: OrderOutcome) {
+        let outcome = match outcome {
+            OrderOutcome::Accepted => "accepted",
+            OrderOutcome::Replayed => "replayed",
+            OrderOutcome::Conflict => "conflict",
+        };
+        self.0
+            .orders
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// `decision` is `approve` or `reject`; `outcome` what came of it (`applied`, `replayed`,
+    /// `conflict`, `not_awaiting`, `expired`, `not_found`).
+    pub fn decision(&self, decision: &'static str, outcome: &'static str) {
+        self.0
+            .decisions
+            .get_or_create(&DecisionLabels { decision, outcome })
+            .inc();
+    }
+
+    fn request(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let (method, route) = (method.to_owned(), route.to_owned());
+        self.0
+            .durations
+            .get_or_create(&RouteLabels {
+                method: method.clone(),
+                route: route.clone(),
+            })
+            .observe(seconds);
+        self.0
+            .requests
+            .get_or_create(&RequestLabels {
+                method,
+                route,
+                status,
+            })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.0.registry) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        text
+    }
+}
+
+/// Counts and times every request by its matched route (`unmatched` for unknown paths, so
+/// scanners cannot blow up the label set).
+pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = match request.method().as_str() {
+        m @ ("GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS") => m,
+        _ => "OTHER",
+    }
+    .to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_owned();
+    let response = next.run(request).await;
+    metrics.request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_counters() {
+        let m = Metrics::new();
+        m.order(OrderOutcome::Accepted);
+        m.decision("approve", "applied");
+        m.request("GET", "/healthz", 200, 0.002);
+        let text = m.render();
+        assert!(
+            text.contains("fulfillment_orders_total{outcome=\"accepted\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fulfillment_approval_decisions_total"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "fulfillment_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("fulfillment_http_request_duration_seconds_bucket"));
+    }
+}

@@ -1,0 +1,127 @@
+//! The OpenAPI 3.1 document, generated from the handlers' and DTOs' annotations. The generator
+//! writes [`document`] to `openapi/openapi.json`; the service serves it at `/openapi.json` and
+//! Swagger UI (vendored assets) at `/docs`.
+
+use super::problem::{FieldError, Problem, ProblemKind};
+use super::{approvals, health, inventory, orders};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use std::sync::OnceLock;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// The name of the operators' bearer-token security scheme.
+pub const OPERATOR_SCHEME: &str = "operatorToken";
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            OPERATOR_SCHEME,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The operator token (`Authorization: Bearer <token>`) configured at start-up",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Lists every problem type in the description of the `Problem` schema's `type`.
+struct ProblemTypes;
+
+impl Modify for ProblemTypes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let list: Vec<String> = ProblemKind::ALL
+            .iter()
+            .map(|k| {
+                format!(
+                    "- `{}` ({}): {}",
+                    k.type_uri(),
+                    k.status().as_u16(),
+                    k.title()
+                )
+            })
+            .collect();
+        let info = &mut openapi.info;
+        let description = info.description.take().unwrap_or_default();
+        info.description = Some(format!(
+            "{description}\n\nErrors are `application/problem+json` (RFC 9457). Problem types:\n\n{}",
+            list.join("\n")
+        ));
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "fulfillment",
+        description = "Order fulfillment as durable sagas: place an order, watch its saga, decide approvals, keep stock.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    paths(
+        orders::place,
+        orders::status,
+        orders::history,
+        approvals::decide_approval,
+        approvals::pending,
+        inventory::put_stock,
+        inventory::get_stock,
+        health::healthz,
+        health::readyz,
+        health::metrics,
+        openapi_json,
+    ),
+    components(schemas(Problem, FieldError)),
+    modifiers(&Security, &ProblemTypes),
+    tags(
+        (name = "orders", description = "Placing orders and watching their sagas"),
+        (name = "operator", description = "Operator actions (bearer token)"),
+        (name = "inventory", description = "Stock levels"),
+        (name = "service", description = "Health, readiness, metrics and this document"),
+    )
+)]
+struct ApiDoc;
+
+/// The service's OpenAPI document.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+fn document_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| document().to_pretty_json().unwrap_or_default())
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object, content_type = "application/json"))
+)]
+pub async fn openapi_json() -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        document_json(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_is_openapi_3_1() {
+        let json = serde_json::to_value(super::document()).unwrap();
+        assert!(json["openapi"].as_str().unwrap().starts_with("3.1"));
+        assert!(json["components"]["securitySchemes"]["operatorToken"].is_object());
+    }
+}

@@ -1,0 +1,517 @@
+//! `POST /orders`, `GET /orders/{orderId}/status` and `GET /orders/{orderId}/history`: placing
+//! an order (business-key idempotency through [`OrderIntake`](crate::orders::OrderIntake)) and
+//! watching its saga.
+
+use super::AppState;
+use super::extract::{JsonBody, PathParam, QueryParams};
+use super::metrics::OrderOutcome;
+use super::problem::{FieldError, Problem, ProblemKind};
+use super::validate;
+use crate::orders::{IntakeError, Placed};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use store::{Order, OrderId, OrderStatus};
+use tracing::Span;
+use tracing::field::Empty;
+use utoipa::{IntoParams, ToSchema};
+use workflow::WorkflowError;
+
+/// Marks a response that repeats an earlier one (the request was a replay).
+pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
+
+/// A line of an order.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)] // documents the body; the handler validates the JSON by hand
+pub struct OrderLine {
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_.-]+$",
+        example = "book"
+    )]
+    pub sku: String,
+    #[schema(minimum = 1, maximum = 10000, example = 1)]
+    pub quantity: u32,
+    /// Price of one unit in the currency's minor unit.
+    #[schema(minimum = 0, maximum = 100000000, example = 2500)]
+    pub unit_price_cents: u64,
+}
+
+/// Where the order ships to.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct ShippingAddress {
+    #[schema(min_length = 1, max_length = 200, example = "Ada Lovelace")]
+    pub name: String,
+    #[schema(min_length = 1, max_length = 200, example = "1 Analytical Way")]
+    pub line1: String,
+    #[schema(min_length = 1, max_length = 200, example = "London")]
+    pub city: String,
+    /// `00000` makes the sandbox carrier reject the shipment; `99999` makes it unavailable once.
+    #[schema(min_length = 1, max_length = 200, example = "10115")]
+    pub postal_code: String,
+    /// ISO 3166-1 alpha-2.
+    #[schema(pattern = "^[A-Z]{2}$", example = "GB")]
+    pub country: String,
+}
+
+/// An order to place. Orders whose total is at or above the approval threshold wait for an
+/// operator's approval.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct PlaceOrder {
+    /// The business key: placing the same order again replays; another body with the same id
+    /// is a conflict.
+    #[schema(
+        min_length = 1,
+        max_length = 80,
+        pattern = "^[A-Za-z0-9_-]+$",
+        example = "o-1001"
+    )]
+    pub order_id: String,
+    #[schema(min_length = 1, max_length = 80, example = "cus_1")]
+    pub customer_id: String,
+    #[schema(min_items = 1, max_items = 100)]
+    pub items: Vec<OrderLine>,
+    /// ISO 4217.
+    #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
+    pub currency: String,
+    /// In the sandbox: `pm_card_visa` succeeds, `pm_card_chargeDeclined` is declined.
+    #[schema(min_length = 1, max_length = 100, example = "pm_card_visa")]
+    pub payment_method: String,
+    pub shipping_address: ShippingAddress,
+}
+
+/// The saga status of an order.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SagaStatus {
+    Accepted,
+    Reserved,
+    Charged,
+    AwaitingApproval,
+    Approved,
+    Completed,
+    Compensating,
+    Cancelled,
+    CompensationFailed,
+}
+
+impl From<OrderStatus> for SagaStatus {
+    fn from(s: OrderStatus) -> Self {
+        match s {
+            OrderStatus::Accepted => SagaStatus::Accepted,
+            OrderStatus::Reserved => SagaStatus::Reserved,
+            OrderStatus::Charged => SagaStatus::Charged,
+            OrderStatus::AwaitingApproval => SagaStatus::AwaitingApproval,
+            OrderStatus::Approved => SagaStatus::Approved,
+            OrderStatus::Completed => SagaStatus::Completed,
+            OrderStatus::Compensating => SagaStatus::Compensating,
+            OrderStatus::Cancelled => SagaStatus::Cancelled,
+            OrderStatus::CompensationFailed => SagaStatus::CompensationFailed,
+        }
+    }
+}
+
+/// An order was accepted (or, on a replay, had been): its saga runs; poll `statusUrl`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderAccepted {
+    #[schema(example = "o-1001")]
+    pub order_id: String,
+    /// The Step Functions execution running the order's saga (its name is the order id).
+    pub execution_arn: String,
+    pub status: SagaStatus,
+    #[schema(example = "/orders/o-1001/status")]
+    pub status_url: String,
+}
+
+/// The order's stock reservation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationView {
+    /// `HELD`, `RELEASED` or `SHIPPED`.
+    #[schema(example = "HELD")]
+    pub status: String,
+    pub lines: Vec<ReservedLineView>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservedLineView {
+    pub sku: String,
+    pub quantity: u32,
+}
+
+/// The order's charge.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PaymentView {
+    pub charge_id: String,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The approval of an order that needs one.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalView {
+    pub requested_at: DateTime<Utc>,
+    /// `approve` or `reject`, once decided.
+    #[schema(example = "approve")]
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+/// The order's shipment.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShipmentView {
+    pub shipment_id: String,
+    pub tracking_number: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Why the order was cancelled: the error and cause that started the compensation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FailureView {
+    #[schema(example = "Payment.Declined")]
+    pub error: String,
+    pub cause: String,
+}
+
+/// Where an order's saga is.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderStatusView {
+    pub order_id: String,
+    pub status: SagaStatus,
+    pub execution_arn: Option<String>,
+    /// The execution's Step Functions status: `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT` or
+    /// `ABORTED` (null while the execution has not started).
+    #[schema(example = "RUNNING")]
+    pub execution_status: Option<String>,
+    pub requires_approval: bool,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub reservation: Option<ReservationView>,
+    pub payment: Option<PaymentView>,
+    pub approval: Option<ApprovalView>,
+    pub shipment: Option<ShipmentView>,
+    pub failure: Option<FailureView>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A page of the execution's history, oldest event first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryView {
+    /// AWS-shaped history events (`timestamp`, `type`, `id`, `previousEventId`, details).
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<Value>,
+    /// Pass as `nextToken` to get the next page; null on the last page.
+    pub next_token: Option<String>,
+}
+
+/// Paging of the history.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// Events per page (1–1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub max_results: Option<u32>,
+    /// The `nextToken` of the previous page.
+    #[param(min_length = 1, max_length = 1024)]
+    pub next_token: Option<String>,
+}
+
+fn status_url(id: &OrderId) -> String {
+    format!("/orders/{id}/status")
+}
+
+/// The order with id `raw`, or 404 (an id that cannot exist is unknown too).
+pub(super) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
+    let not_found = || Problem::new(ProblemKind::OrderNotFound, format!("no order {raw:?}"));
+    let id = OrderId::parse(raw).map_err(|_| not_found())?;
+    match state.orders.get(&id).await {
+        Ok(Some(order)) => Ok(order),
+        Ok(None) => Err(not_found()),
+        Err(e) => Err(Problem::backend(&e, e.is_transient())),
+    }
+}
+
+fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
+    let arn = order
+        .execution_arn
+        .clone()
+        .unwrap_or_else(|| state.workflow.execution_arn(order.id().as_str()));
+    Span::current().record("execution_arn", arn.as_str());
+    let url = status_url(order.id());
+    let location = HeaderValue::from_str(&url).unwrap_or(HeaderValue::from_static("/"));
+    let body = OrderAccepted {
+        order_id: order.id().to_string(),
+        execution_arn: arn,
+        status: order.status.into(),
+        status_url: url,
+    };
+    let mut response = (
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(body),
+    )
+        .into_response();
+    if replayed {
+        response
+            .headers_mut()
+            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    }
+    response
+}
+
+/// Place an order.
+///
+/// Stores the order and starts its saga. The order id is the idempotency key: the same body
+/// again answers the same (with `Idempotent-Replayed: true`); another body is a 409 and changes
+/// nothing.
+#[utoipa::path(
+    post,
+    path = "/orders",
+    tag = "orders",
+    request_body(content = PlaceOrder, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Accepted: the saga runs; poll the status URL", body = OrderAccepted,
+            headers(
+                ("Location" = String, description = "The order's status URL"),
+                ("Idempotent-Replayed" = String, description = "`true` when this repeats an earlier placement"),
+            )),
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An order with this id and another body exists (`order-conflict`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable; retry after `Retry-After`", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "place_order", skip_all, fields(order_id = Empty, execution_arn = Empty))]
+pub async fn place(State(state): State<AppState>, JsonBody(body): JsonBody) -> Response {
+    let request = match validate::order_request(&body) {
+        Ok(r) => r,
+        Err(errors) => return Problem::validation(errors).into_response(),
+    };
+    let id = request.order_id.clone();
+    Span::current().record("order_id", id.as_str());
+    match state.intake.place(request).await {
+        Ok(Placed::Accepted(order)) => {
+            state.metrics.order(OrderOutcome::Accepted);
+            tracing::info!("order accepted");
+            accepted(&state, &order, false)
+        }
+        Ok(Placed::Replayed(order)) => {
+            state.metrics.order(OrderOutcome::Replayed);
+            accepted(&state, &order, true)
+        }
+        Ok(Placed::Conflict(order)) => {
+            state.metrics.order(OrderOutcome::Conflict);
+            if let Some(arn) = &order.execution_arn {
+                Span::current().record("execution_arn", arn.as_str());
+            }
+            Problem::new(
+                ProblemKind::OrderConflict,
+                format!("order {id} exists with a different body; nothing was changed"),
+            )
+            .into_response()
+        }
+        Err(IntakeError::AmountOverflow) => {
+            Problem::validation(vec![FieldError::new("/items", "the order total overflows")])
+                .into_response()
+        }
+        Err(e) => Problem::backend(&e, e.is_transient()).into_response(),
+    }
+}
+
+/// The execution status, or `None` when the execution does not exist (yet).
+async fn execution_status(state: &AppState, arn: Option<&str>) -> Result<Option<String>, Problem> {
+    let Some(arn) = arn else {
+        return Ok(None);
+    };
+    match state.workflow.describe_execution(arn).await {
+        Ok(info) => Ok(Some(info.status)),
+        Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(Problem::backend(&e, e.is_transient())),
+    }
+}
+
+/// Where an order's saga is.
+///
+/// The saga status kept on the order, the execution's status, and what each step did.
+#[utoipa::path(
+    get,
+    path = "/orders/{orderId}/status",
+    tag = "orders",
+    params(("orderId" = String, Path, description = "The order id")),
+    responses(
+        (status = 200, description = "The order's saga", body = OrderStatusView),
+        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "order_status", skip_all, fields(order_id = %raw, execution_arn = Empty))]
+pub async fn status(
+    State(state): State<AppState>,
+    PathParam(raw): PathParam,
+) -> Result<Json<OrderStatusView>, Problem> {
+    let order = find_order(&state, &raw).await?;
+    let arn = order.execution_arn.as_deref();
+    if let Some(arn) = arn {
+        Span::current().record("execution_arn", arn);
+    }
+    let id = order.id();
+    let (execution_status, reservation, charge, shipment) = tokio::join!(
+        execution_status(&state, arn),
+        state.inventory.reservation(id),
+        state.payments.find_charge(id),
+        state.shipping.shipment(id),
+    );
+    let execution_status = execution_status?;
+    let reservation = reservation.map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    let charge = charge.map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    let shipment = shipment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    Ok(Json(OrderStatusView {
+        order_id: id.to_string(),
+        status: order.status.into(),
+        execution_arn: order.execution_arn.clone(),
+        execution_status,
+        requires_approval: order.new.requires_approval,
+        amount_cents: order.new.amount_cents,
+        currency: order.new.currency.clone(),
+        reservation: reservation.map(|r| ReservationView {
+            status: serde_json::to_value(r.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            lines: r
+                .lines
+                .into_iter()
+                .map(|l| ReservedLineView {
+                    sku: l.sku,
+                    quantity: l.quantity,
+                })
+                .collect(),
+            created_at: r.created_at,
+        }),
+        payment: charge.map(|c| PaymentView {
+            charge_id: c.charge_id,
+            amount_cents: c.amount_cents,
+            currency: c.currency,
+            created_at: c.created_at,
+        }),
+        approval: order.approval.as_ref().map(|a| ApprovalView {
+            requested_at: a.requested_at,
+            decision: a.decision.map(|d| decision_name(d).to_owned()),
+            decided_by: a.decided_by.clone(),
+            decided_at: a.decided_at,
+            reason: a.reason.clone(),
+        }),
+        shipment: shipment.map(|s| ShipmentView {
+            shipment_id: s.shipment_id,
+            tracking_number: s.tracking_number,
+            created_at: s.created_at,
+        }),
+        failure: order.failure.as_ref().map(|f| FailureView {
+            error: f.error.clone(),
+            cause: f.cause.clone(),
+        }),
+        updated_at: order.updated_at,
+    }))
+}
+
+pub(super) fn decision_name(d: store::Decision) -> &'static str {
+    match d {
+        store::Decision::Approve => "approve",
+        store::Decision::Reject => "reject",
+    }
+}
+
+/// The execution history of an order's saga, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/orders/{orderId}/history",
+    tag = "orders",
+    params(("orderId" = String, Path, description = "The order id"), HistoryQuery),
+    responses(
+        (status = 200, description = "A page of events, oldest first", body = HistoryView),
+        (status = 400, description = "Invalid `maxResults` or `nextToken`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "order_history", skip_all, fields(order_id = %raw, execution_arn = Empty))]
+pub async fn history(
+    State(state): State<AppState>,
+    PathParam(raw): PathParam,
+    QueryParams(query): QueryParams<HistoryQuery>,
+) -> Result<Json<HistoryView>, Problem> {
+    let mut errors = Vec::new();
+    let max_results = query.max_results.unwrap_or(100);
+    if !(1..=1000).contains(&max_results) {
+        errors.push(FieldError::new("maxResults", "must be from 1 to 1000"));
+    }
+    if query
+        .next_token
+        .as_ref()
+        .is_some_and(|t| t.is_empty() || t.len() > 1024)
+    {
+        errors.push(FieldError::new("nextToken", "must be 1 to 1024 characters"));
+    }
+    if !errors.is_empty() {
+        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
+        p.errors = Some(errors);
+        return Err(p);
+    }
+    let order = find_order(&state, &raw).await?;
+    let Some(arn) = order.execution_arn.as_deref() else {
+        return Ok(Json(HistoryView {
+            events: Vec::new(),
+            next_token: None,
+        }));
+    };
+    Span::current().record("execution_arn", arn);
+    let had_token = query.next_token.is_some();
+    match state
+        .workflow
+        .get_execution_history(arn, query.next_token, max_results)
+        .await
+    {
+        Ok(page) => Ok(Json(HistoryView {
+            events: page.events,
+            next_token: page.next_token,
+        })),
+        Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(Json(HistoryView {
+            events: Vec::new(),
+            next_token: None,
+        })),
+        // The only request input the workflow can refuse here is the token.
+        Err(WorkflowError::Other(_) | WorkflowError::InvalidToken(_)) if had_token => {
+            let mut p = Problem::new(ProblemKind::InvalidRequest, "nextToken is not valid");
+            p.errors = Some(vec![FieldError::new(
+                "nextToken",
+                "is not a token of this history",
+            )]);
+            Err(p)
+        }
+        Err(e) => Err(Problem::backend(&e, e.is_transient())),
+    }
+}

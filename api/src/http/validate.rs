@@ -1,0 +1,418 @@
+//! Request bodies validated by hand from JSON values, so every bad field is reported at once and
+//! by its JSON pointer: a missing field, a wrong type, a value out of range, an unknown field.
+
+use super::problem::FieldError;
+use crate::orders::{OrderRequest, total_cents};
+use serde_json::{Map, Value};
+use store::{Address, Decision, LineItem, OrderId};
+
+pub const MAX_ITEMS: usize = 100;
+pub const MAX_QUANTITY: u64 = 10_000;
+pub const MAX_UNIT_PRICE_CENTS: u64 = 100_000_000;
+pub const MAX_AVAILABLE: u64 = 1_000_000_000;
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// Collects the errors of one body.
+#[derive(Default)]
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn add(&mut self, field: &str, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, message));
+    }
+
+    /// The object at `pointer`, checking that it has only `allowed` keys.
+    fn object<'v>(
+        &mut self,
+        pointer: &str,
+        value: &'v Value,
+        allowed: &[&str],
+    ) -> Option<&'v Map<String, Value>> {
+        let Some(object) = value.as_object() else {
+            self.add(pointer, "must be an object");
+            return None;
+        };
+        for key in object.keys() {
+            if !allowed.contains(&key.as_str()) {
+                self.add(&child(pointer, key), "is not a known field");
+            }
+        }
+        Some(object)
+    }
+
+    /// A required member of an object, or an error.
+    fn member<'v>(
+        &mut self,
+        pointer: &str,
+        object: &'v Map<String, Value>,
+        key: &str,
+    ) -> Option<(String, &'v Value)> {
+        let at = child(pointer, key);
+        match object.get(key) {
+            Some(v) => Some((at, v)),
+            None => {
+                self.add(&at, "is required");
+                None
+            }
+        }
+    }
+
+    /// A string of `min..=max` characters without control characters.
+    fn text(&mut self, at: &str, value: &Value, min: usize, max: usize) -> Option<String> {
+        let Some(s) = value.as_str() else {
+            self.add(at, "must be a string");
+            return None;
+        };
+        let n = s.chars().count();
+        if n < min || n > max {
+            self.add(at, format!("must be {min} to {max} characters"));
+            None
+        } else if s.chars().any(char::is_control) {
+            self.add(at, "must not contain control characters");
+            None
+        } else {
+            Some(s.to_owned())
+        }
+    }
+
+    /// A string of exactly `len` ASCII uppercase letters.
+    fn code(&mut self, at: &str, value: &Value, len: usize, what: &str) -> Option<String> {
+        let Some(s) = value.as_str() else {
+            self.add(at, "must be a string");
+            return None;
+        };
+        if s.len() == len && s.bytes().all(|b| b.is_ascii_uppercase()) {
+            Some(s.to_owned())
+        } else {
+            self.add(at, format!("must be {len} uppercase letters ({what})"));
+            None
+        }
+    }
+
+    /// An integer in `min..=max` (a float, a string or a negative number is an error).
+    fn integer(&mut self, at: &str, value: &Value, min: u64, max: u64) -> Option<u64> {
+        match value.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.add(at, format!("must be an integer from {min} to {max}"));
+                None
+            }
+        }
+    }
+}
+
+/// `pointer` + `/key`, escaped as RFC 6901 says.
+fn child(pointer: &str, key: &str) -> String {
+    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+/// A SKU: 1–64 characters of `[A-Za-z0-9_.-]`.
+pub fn sku_error(s: &str) -> Option<&'static str> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    (!ok).then_some("must be 1 to 64 characters of letters, digits, '_', '.' and '-'")
+}
+
+/// An operator's name (`X-Operator`): 1–80 characters, none a control character.
+pub fn operator_error(s: &str) -> Option<&'static str> {
+    let n = s.chars().count();
+    let ok = (1..=80).contains(&n) && !s.chars().any(char::is_control);
+    (!ok).then_some("must be 1 to 80 printable characters")
+}
+
+const ORDER_FIELDS: &[&str] = &[
+    "orderId",
+    "customerId",
+    "items",
+    "currency",
+    "paymentMethod",
+    "shippingAddress",
+];
+const ITEM_FIELDS: &[&str] = &["sku", "quantity", "unitPriceCents"];
+const ADDRESS_FIELDS: &[&str] = &["name", "line1", "city", "postalCode", "country"];
+
+/// The body of `POST /orders`.
+pub fn order_request(body: &Value) -> Result<OrderRequest, Vec<FieldError>> {
+    let mut e = Errors::default();
+    let Some(o) = e.object("", body, ORDER_FIELDS) else {
+        return Err(e.0);
+    };
+    let order_id = e
+        .member("", o, "orderId")
+        .and_then(|(at, v)| match v.as_str() {
+            None => {
+                e.add(&at, "must be a string");
+                None
+            }
+            Some(s) => OrderId::parse(s).map_err(|m| e.add(&at, m)).ok(),
+        });
+    let customer_id = e
+        .member("", o, "customerId")
+        .and_then(|(at, v)| e.text(&at, v, 1, 80));
+    let items = e
+        .member("", o, "items")
+        .and_then(|(at, v)| items(&mut e, &at, v));
+    let currency = e
+        .member("", o, "currency")
+        .and_then(|(at, v)| e.code(&at, v, 3, "ISO 4217"));
+    let payment_method = e
+        .member("", o, "paymentMethod")
+        .and_then(|(at, v)| e.text(&at, v, 1, 100));
+    let shipping_address = e
+        .member("", o, "shippingAddress")
+        .and_then(|(at, v)| address(&mut e, &at, v));
+    match (
+        order_id,
+        customer_id,
+        items,
+        currency,
+        payment_method,
+        shipping_address,
+    ) {
+        (Some(order_id), Some(customer_id), Some(items), Some(currency), Some(pm), Some(addr))
+            if e.0.is_empty() =>
+        {
+            if total_cents(&items).is_none() {
+                return Err(vec![FieldError::new("/items", "the order total overflows")]);
+            }
+            Ok(OrderRequest {
+                order_id,
+                customer_id,
+                items,
+                currency,
+                payment_method: pm,
+                shipping_address: addr,
+            })
+        }
+        _ => Err(e.0),
+    }
+}
+
+fn items(e: &mut Errors, at: &str, value: &Value) -> Option<Vec<LineItem>> {
+    let Some(list) = value.as_array() else {
+        e.add(at, "must be an array");
+        return None;
+    };
+    if list.is_empty() || list.len() > MAX_ITEMS {
+        e.add(at, format!("must have 1 to {MAX_ITEMS} items"));
+        return None;
+    }
+    let mut items = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("{at}/{i}");
+        let Some(o) = e.object(&at, item, ITEM_FIELDS) else {
+            continue;
+        };
+        let sku = e
+            .member(&at, o, "sku")
+            .and_then(|(at, v)| match v.as_str() {
+                None => {
+                    e.add(&at, "must be a string");
+                    None
+                }
+                Some(s) => match sku_error(s) {
+                    Some(m) => {
+                        e.add(&at, m);
+                        None
+                    }
+                    None => Some(s.to_owned()),
+                },
+            });
+        let quantity = e
+            .member(&at, o, "quantity")
+            .and_then(|(at, v)| e.integer(&at, v, 1, MAX_QUANTITY));
+        let price = e
+            .member(&at, o, "unitPriceCents")
+            .and_then(|(at, v)| e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS));
+        if let (Some(sku), Some(quantity), Some(unit_price_cents)) = (sku, quantity, price) {
+            items.push(LineItem {
+                sku,
+                quantity: quantity as u32,
+                unit_price_cents,
+            });
+        }
+    }
+    (items.len() == list.len()).then_some(items)
+}
+
+fn address(e: &mut Errors, at: &str, value: &Value) -> Option<Address> {
+    let o = e.object(at, value, ADDRESS_FIELDS)?;
+    let mut line = |key: &str| {
+        e.member(at, o, key)
+            .and_then(|(at, v)| e.text(&at, v, 1, 200))
+    };
+    let name = line("name");
+    let line1 = line("line1");
+    let city = line("city");
+    let postal_code = line("postalCode");
+    let country = e
+        .member(at, o, "country")
+        .and_then(|(at, v)| e.code(&at, v, 2, "ISO 3166-1 alpha-2"));
+    Some(Address {
+        name: name?,
+        line1: line1?,
+        city: city?,
+        postal_code: postal_code?,
+        country: country?,
+    })
+}
+
+/// The body of `POST /orders/{orderId}/approval`.
+pub fn approval_decision(body: &Value) -> Result<(Decision, Option<String>), Vec<FieldError>> {
+    let mut e = Errors::default();
+    let Some(o) = e.object("", body, &["decision", "reason"]) else {
+        return Err(e.0);
+    };
+    let decision = e
+        .member("", o, "decision")
+        .and_then(|(at, v)| match v.as_str() {
+            Some("approve") => Some(Decision::Approve),
+            Some("reject") => Some(Decision::Reject),
+            _ => {
+                e.add(&at, "must be \"approve\" or \"reject\"");
+                None
+            }
+        });
+    let reason = match o.get("reason") {
+        None | Some(Value::Null) => None,
+        Some(v) => e.text("/reason", v, 1, MAX_REASON_CHARS),
+    };
+    match decision {
+        Some(d) if e.0.is_empty() => Ok((d, reason)),
+        _ => Err(e.0),
+    }
+}
+
+/// The body of `PUT /inventory/{sku}`: the available quantity.
+pub fn stock_count(body: &Value) -> Result<u64, Vec<FieldError>> {
+    let mut e = Errors::default();
+    let Some(o) = e.object("", body, &["available"]) else {
+        return Err(e.0);
+    };
+    let available = e
+        .member("", o, "available")
+        .and_then(|(at, v)| e.integer(&at, v, 0, MAX_AVAILABLE));
+    match available {
+        Some(n) if e.0.is_empty() => Ok(n),
+        _ => Err(e.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn valid() -> Value {
+        json!({
+            "orderId": "o-1",
+            "customerId": "cus_1",
+            "items": [{"sku": "book", "quantity": 2, "unitPriceCents": 1250}],
+            "currency": "EUR",
+            "paymentMethod": "pm_card_visa",
+            "shippingAddress": {
+                "name": "Ada", "line1": "1 Way", "city": "London",
+                "postalCode": "10115", "country": "GB"
+            }
+        })
+    }
+
+    fn fields(body: &Value) -> Vec<String> {
+        order_request(body)
+            .unwrap_err()
+            .into_iter()
+            .map(|e| e.field)
+            .collect()
+    }
+
+    #[test]
+    fn a_valid_order_becomes_a_request() {
+        let r = order_request(&valid()).unwrap();
+        assert_eq!(r.order_id.as_str(), "o-1");
+        assert_eq!(r.items[0].quantity, 2);
+        assert_eq!(r.shipping_address.country, "GB");
+    }
+
+    #[test]
+    fn every_bad_field_is_named_by_its_pointer() {
+        let mut body = valid();
+        body["orderId"] = json!("a/b");
+        body["items"][0]["quantity"] = json!("2");
+        body["items"][0]["unitPriceCents"] = json!(-1);
+        body["currency"] = json!("eur");
+        body["shippingAddress"]["country"] = json!("GBR");
+        body["extra"] = json!(1);
+        let mut got = fields(&body);
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "/currency",
+                "/extra",
+                "/items/0/quantity",
+                "/items/0/unitPriceCents",
+                "/orderId",
+                "/shippingAddress/country"
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_fields_and_wrong_shapes_are_errors() {
+        assert_eq!(fields(&json!([])), [""]);
+        assert_eq!(fields(&json!({})).len(), ORDER_FIELDS.len());
+        let mut body = valid();
+        body["items"] = json!([]);
+        assert_eq!(fields(&body), ["/items"]);
+        body["items"] = json!([{"sku": "a"}, 3]);
+        assert_eq!(
+            fields(&body),
+            ["/items/0/quantity", "/items/0/unitPriceCents", "/items/1"]
+        );
+        let mut body = valid();
+        body["items"][0]["quantity"] = json!(1.5);
+        body["customerId"] = json!("a\u{7}b");
+        body["shippingAddress"]["city"] = json!("");
+        assert_eq!(
+            fields(&body),
+            ["/customerId", "/items/0/quantity", "/shippingAddress/city"]
+        );
+    }
+
+    #[test]
+    fn limits_are_inclusive() {
+        let mut body = valid();
+        body["items"][0]["quantity"] = json!(MAX_QUANTITY);
+        body["items"][0]["unitPriceCents"] = json!(MAX_UNIT_PRICE_CENTS);
+        body["orderId"] = json!("x".repeat(80));
+        assert!(order_request(&body).is_ok());
+        body["items"][0]["quantity"] = json!(MAX_QUANTITY + 1);
+        body["items"][0]["unitPriceCents"] = json!(MAX_UNIT_PRICE_CENTS + 1);
+        body["orderId"] = json!("x".repeat(81));
+        assert_eq!(fields(&body).len(), 3);
+    }
+
+    #[test]
+    fn decisions_and_stock_counts_are_validated() {
+        assert_eq!(
+            approval_decision(&json!({"decision": "approve"})).unwrap(),
+            (Decision::Approve, None)
+        );
+        assert_eq!(
+            approval_decision(&json!({"decision": "reject", "reason": "fraud"})).unwrap(),
+            (Decision::Reject, Some("fraud".to_owned()))
+        );
+        assert_eq!(
+            approval_decision(&json!({"decision": "maybe", "x": 1}))
+                .unwrap_err()
+                .len(),
+            2
+        );
+        assert_eq!(stock_count(&json!({"available": 7})).unwrap(), 7);
+        assert!(stock_count(&json!({"available": -1})).is_err());
+        assert!(sku_error("a.b-c_1").is_none() && sku_error("a b").is_some());
+        assert!(operator_error("ops@example.com").is_none() && operator_error("").is_some());
+    }
+}

@@ -1,0 +1,303 @@
+//! The real service behind the router, on temporary SQLite files: the embedded engine, the store
+//! with its sandbox gateways, the saga's workers and order intake, driven without a socket.
+
+use api::http::{AppState, HttpLimits, Metrics, OperatorToken, router};
+use api::orders::{OrderIntake, SagaSettings};
+use api::saga::{SagaPorts, SagaWorkers};
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use engine::{Engine, EngineConfig};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use store::{Order, OrderId, SqliteStore};
+use tower::ServiceExt;
+use workflow::embedded::EmbeddedWorkflow;
+use workflow::runtime::WorkerSettings;
+
+pub const TOKEN: &str = "op-token-7f3a9c1e5b";
+pub const DEADLINE: Duration = Duration::from_secs(60);
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+pub struct App {
+    _dir: tempfile::TempDir,
+    pub router: Router,
+    pub state: AppState,
+    _workers: SagaWorkers,
+}
+
+/// An answer of the router.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub bytes: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.bytes)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// Asserts a problem+json answer of `status` and type `…/problems/{slug}`; returns its body.
+    pub fn problem(&self, status: u16, slug: &str) -> Value {
+        assert_eq!(self.status.as_u16(), status, "{}", self.text());
+        assert_eq!(
+            self.header("content-type"),
+            Some(PROBLEM_JSON),
+            "{}",
+            self.text()
+        );
+        let body = self.json();
+        assert_eq!(
+            body["type"],
+            format!("https://fulfillment.dev/problems/{slug}"),
+            "{body}"
+        );
+        assert_eq!(body["status"], status, "{body}");
+        assert!(
+            body["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{body}"
+        );
+        assert!(body["detail"].is_string(), "{body}");
+        assert!(
+            body["instance"]
+                .as_str()
+                .is_some_and(|i| i.starts_with('/')),
+            "{body}"
+        );
+        body
+    }
+
+    /// The fields a 422 lists.
+    pub fn invalid_fields(&self) -> Vec<String> {
+        let body = self.problem(422, "validation-failed");
+        body["errors"]
+            .as_array()
+            .expect("errors")
+            .iter()
+            .map(|e| {
+                assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "{e}");
+                e["field"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+}
+
+fn worker_settings() -> WorkerSettings {
+    WorkerSettings {
+        poll_wait: Duration::from_millis(500),
+        heartbeat_interval: Duration::from_secs(2),
+        ..WorkerSettings::default()
+    }
+}
+
+impl App {
+    pub async fn start() -> App {
+        App::with(SagaSettings::default(), HttpLimits::default()).await
+    }
+
+    pub async fn with(settings: SagaSettings, limits: HttpLimits) -> App {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+            .await
+            .unwrap();
+        let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
+        let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+        let ports = SagaPorts {
+            orders: Arc::new(store.clone()),
+            inventory: Arc::new(store.clone()),
+            payments: Arc::new(store.payments()),
+            shipping: Arc::new(store.shipping()),
+        };
+        let intake = Arc::new(OrderIntake {
+            orders: ports.orders.clone(),
+            workflow: workflow.clone(),
+            settings,
+        });
+        let wf = workflow.clone();
+        let workers = SagaWorkers::start(
+            &ports,
+            workflow.clone(),
+            move |a| wf.activity_arn(a).to_owned(),
+            worker_settings(),
+            Duration::from_millis(300),
+        );
+        let state = AppState {
+            orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
+            workflow,
+            intake,
+            operator_token: OperatorToken::new(TOKEN),
+            limits,
+            payments: ports.payments.clone(),
+            shipping: ports.shipping.clone(),
+            metrics: Metrics::new(),
+        };
+        App {
+            _dir: dir,
+            router: router(state.clone()),
+            state,
+            _workers: workers,
+        }
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let bytes = to_bytes(body, usize::MAX).await.unwrap().to_vec();
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            bytes,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send(Request::get(path).body(Body::empty()).unwrap())
+            .await
+    }
+
+    pub async fn operator_get(&self, path: &str) -> Reply {
+        self.send(
+            Request::get(path)
+                .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// A JSON request with `headers`.
+    pub async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request.body(Body::from(body.to_string())).unwrap())
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.json(Method::POST, path, body, &[]).await
+    }
+
+    /// A JSON request as an operator.
+    pub async fn operator(&self, method: Method, path: &str, body: &Value) -> Reply {
+        let bearer = format!("Bearer {TOKEN}");
+        self.json(method, path, body, &[("authorization", &bearer)])
+            .await
+    }
+
+    pub async fn decide(&self, id: &str, decision: &str) -> Reply {
+        self.operator(
+            Method::POST,
+            &format!("/orders/{id}/approval"),
+            &json!({ "decision": decision }),
+        )
+        .await
+    }
+
+    pub async fn stock(&self, sku: &str, available: u64) {
+        let r = self
+            .operator(
+                Method::PUT,
+                &format!("/inventory/{sku}"),
+                &json!({ "available": available }),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+
+    /// The stored order, if any.
+    pub async fn stored(&self, id: &str) -> Option<Order> {
+        match OrderId::parse(id) {
+            Ok(id) => self.state.orders.get(&id).await.unwrap(),
+            Err(_) => None,
+        }
+    }
+
+    /// Polls the status endpoint until the order's saga status is `status`.
+    pub async fn reaches(&self, id: &str, status: &str) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let r = self.get(&format!("/orders/{id}/status")).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+            let body = r.json();
+            if body["status"] == status {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id} never reached {status}: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Polls until the order's execution has ended, and returns the status body.
+    pub async fn settled(&self, id: &str) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let body = self.get(&format!("/orders/{id}/status")).await.json();
+            if body["executionStatus"]
+                .as_str()
+                .is_some_and(|s| s != "RUNNING")
+            {
+                return body;
+            }
+            assert!(Instant::now() < deadline, "{id} never settled: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A valid order body: `items` as (sku, quantity, unit price).
+pub fn order(id: &str, items: &[(&str, u64, u64)]) -> Value {
+    json!({
+        "orderId": id,
+        "customerId": "cus_1",
+        "items": items
+            .iter()
+            .map(|(sku, q, p)| json!({"sku": sku, "quantity": q, "unitPriceCents": p}))
+            .collect::<Vec<_>>(),
+        "currency": "EUR",
+        "paymentMethod": "pm_card_visa",
+        "shippingAddress": {
+            "name": "Ada Lovelace",
+            "line1": "1 Analytical Way",
+            "city": "London",
+            "postalCode": "10115",
+            "country": "GB"
+        }
+    })
+}
+
+/// One unit of `sku` at 25.00: below the approval threshold.
+pub fn small(id: &str, sku: &str) -> Value {
+    order(id, &[(sku, 1, 2_500)])
+}
+
+/// One unit of `sku` at 2,500.00: needs approval.
+pub fn large(id: &str, sku: &str) -> Value {
+    order(id, &[(sku, 1, 250_000)])
+}
