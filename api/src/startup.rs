@@ -273,11 +273,11 @@ pub async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-    tracing::info!("shutdown requested: finishing the requests in flight");
 }
 
 /// `fulfillment serve`: starts, announces the address (and a generated token), serves until
-/// SIGTERM/Ctrl-C, and shuts down in order.
+/// SIGTERM/Ctrl-C, and shuts down in order. A second signal during the drain exits at once
+/// (status 130); nothing is lost, running executions continue on the next start.
 pub async fn run(settings: Settings) -> Result<(), StartupError> {
     let service = Service::start(&settings).await?;
     let addr = service.local_addr();
@@ -292,7 +292,19 @@ pub async fn run(settings: Settings) -> Result<(), StartupError> {
         let _ = writeln!(out, "listening on http://{}", reachable(addr));
         let _ = out.flush();
     }
-    service.serve(shutdown_signal()).await
+    service
+        .serve(async {
+            shutdown_signal().await;
+            tracing::info!("shutdown requested: finishing the requests in flight");
+            // The drain is bounded (request timeout, step durations), but an operator who
+            // asks twice means it.
+            tokio::spawn(async {
+                shutdown_signal().await;
+                eprintln!("second stop signal: exiting without finishing the drain");
+                std::process::exit(130);
+            });
+        })
+        .await
 }
 
 #[cfg(test)]
