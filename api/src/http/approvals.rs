@@ -29,7 +29,11 @@ const STATES_TIMEOUT: &str = "States.Timeout";
 pub struct ApprovalRequest {
     pub decision: DecisionName,
     /// Why (kept on the approval record; a rejection's cause).
-    #[schema(min_length = 1, max_length = 500)]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 500
+    )]
     pub reason: Option<String>,
 }
 
@@ -121,6 +125,7 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
 #[utoipa::path(
     post,
     path = "/orders/{orderId}/approval",
+    operation_id = "decideApproval",
     tag = "operator",
     security(("operatorToken" = [])),
     params(
@@ -230,6 +235,7 @@ pub async fn decide_approval(
 #[utoipa::path(
     get,
     path = "/approvals",
+    operation_id = "listPendingApprovals",
     tag = "operator",
     security(("operatorToken" = [])),
     params(PendingQuery),

@@ -25,6 +25,7 @@ pub struct Health {
 #[utoipa::path(
     get,
     path = "/healthz",
+    operation_id = "healthz",
     tag = "service",
     responses((status = 200, description = "Alive", body = Health))
 )]
@@ -38,6 +39,7 @@ pub async fn healthz() -> Json<Health> {
 #[utoipa::path(
     get,
     path = "/readyz",
+    operation_id = "readyz",
     tag = "service",
     responses(
         (status = 200, description = "Ready", body = Health),
@@ -69,6 +71,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Probl
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "metrics",
     tag = "service",
     responses((status = 200, description = "Request counts and durations by route and status, order and approval outcomes", body = String, content_type = "application/openmetrics-text"))
 )]

@@ -47,6 +47,7 @@ impl From<StockLevel> for Stock {
 #[utoipa::path(
     put,
     path = "/inventory/{sku}",
+    operation_id = "setStock",
     tag = "operator",
     security(("operatorToken" = [])),
     params(("sku" = String, Path, description = "1–64 characters of `[A-Za-z0-9_.-]`")),
@@ -92,6 +93,7 @@ pub async fn put_stock(
 #[utoipa::path(
     get,
     path = "/inventory/{sku}",
+    operation_id = "getStock",
     tag = "inventory",
     params(("sku" = String, Path, description = "The SKU")),
     responses(

@@ -102,6 +102,7 @@ fn document_json() -> &'static str {
 #[utoipa::path(
     get,
     path = "/openapi.json",
+    operation_id = "openapi",
     tag = "service",
     responses((status = 200, description = "The OpenAPI 3.1 document", body = Object, content_type = "application/json"))
 )]

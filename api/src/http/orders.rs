@@ -48,14 +48,34 @@ pub struct OrderLine {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct ShippingAddress {
-    #[schema(min_length = 1, max_length = 200, example = "Ada Lovelace")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 200,
+        example = "Ada Lovelace"
+    )]
     pub name: String,
-    #[schema(min_length = 1, max_length = 200, example = "1 Analytical Way")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 200,
+        example = "1 Analytical Way"
+    )]
     pub line1: String,
-    #[schema(min_length = 1, max_length = 200, example = "London")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 200,
+        example = "London"
+    )]
     pub city: String,
     /// `00000` makes the sandbox carrier reject the shipment; `99999` makes it unavailable once.
-    #[schema(min_length = 1, max_length = 200, example = "10115")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 200,
+        example = "10115"
+    )]
     pub postal_code: String,
     /// ISO 3166-1 alpha-2.
     #[schema(pattern = "^[A-Z]{2}$", example = "GB")]
@@ -77,7 +97,12 @@ pub struct PlaceOrder {
         example = "o-1001"
     )]
     pub order_id: String,
-    #[schema(min_length = 1, max_length = 80, example = "cus_1")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 80,
+        example = "cus_1"
+    )]
     pub customer_id: String,
     #[schema(min_items = 1, max_items = 100)]
     pub items: Vec<OrderLine>,
@@ -85,7 +110,12 @@ pub struct PlaceOrder {
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
     pub currency: String,
     /// In the sandbox: `pm_card_visa` succeeds, `pm_card_chargeDeclined` is declined.
-    #[schema(min_length = 1, max_length = 100, example = "pm_card_visa")]
+    #[schema(
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
+        min_length = 1,
+        max_length = 100,
+        example = "pm_card_visa"
+    )]
     pub payment_method: String,
     pub shipping_address: ShippingAddress,
 }
@@ -289,6 +319,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
 #[utoipa::path(
     post,
     path = "/orders",
+    operation_id = "placeOrder",
     tag = "orders",
     request_body(content = PlaceOrder, content_type = "application/json"),
     responses(
@@ -360,6 +391,7 @@ async fn execution_status(state: &AppState, arn: Option<&str>) -> Result<Option<
 #[utoipa::path(
     get,
     path = "/orders/{orderId}/status",
+    operation_id = "getOrderStatus",
     tag = "orders",
     params(("orderId" = String, Path, description = "The order id")),
     responses(
@@ -449,6 +481,7 @@ pub(super) fn decision_name(d: store::Decision) -> &'static str {
 #[utoipa::path(
     get,
     path = "/orders/{orderId}/history",
+    operation_id = "getOrderHistory",
     tag = "orders",
     params(("orderId" = String, Path, description = "The order id"), HistoryQuery),
     responses(

@@ -143,8 +143,8 @@ impl ProblemKind {
             StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemKind::UnsupportedMediaType,
             StatusCode::UNPROCESSABLE_ENTITY => ProblemKind::ValidationFailed,
-            StatusCode::REQUEST_TIMEOUT => ProblemKind::Timeout,
-            StatusCode::SERVICE_UNAVAILABLE => ProblemKind::ServiceUnavailable,
+            // Handlers answer 503 with a problem; a bare one is the timeout layer's.
+            StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => ProblemKind::Timeout,
             StatusCode::INTERNAL_SERVER_ERROR => ProblemKind::Internal,
             _ => return None,
         })

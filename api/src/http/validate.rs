@@ -415,4 +415,95 @@ mod tests {
         assert!(sku_error("a.b-c_1").is_none() && sku_error("a b").is_some());
         assert!(operator_error("ops@example.com").is_none() && operator_error("").is_some());
     }
+
+    mod round_trip {
+        use super::super::order_request;
+        use crate::orders::OrderRequest;
+        use proptest::prelude::*;
+        use store::{Address, LineItem, OrderId};
+
+        fn text(max: usize) -> impl Strategy<Value = String> {
+            proptest::string::string_regex(&format!("[a-zA-Z0-9 éü€_.-]{{1,{max}}}")).unwrap()
+        }
+
+        fn request() -> impl Strategy<Value = OrderRequest> {
+            let item = ("[A-Za-z0-9_.-]{1,64}", 1u32..=10_000, 0u64..=100_000_000).prop_map(
+                |(sku, quantity, unit_price_cents)| LineItem {
+                    sku,
+                    quantity,
+                    unit_price_cents,
+                },
+            );
+            let address = (text(200), text(200), text(200), text(200), "[A-Z]{2}").prop_map(
+                |(name, line1, city, postal_code, country)| Address {
+                    name,
+                    line1,
+                    city,
+                    postal_code,
+                    country,
+                },
+            );
+            (
+                "[A-Za-z0-9_-]{1,80}",
+                text(80),
+                proptest::collection::vec(item, 1..=100),
+                "[A-Z]{3}",
+                text(100),
+                address,
+            )
+                .prop_map(
+                    |(id, customer_id, items, currency, payment_method, address)| OrderRequest {
+                        order_id: OrderId::parse(&id).unwrap(),
+                        customer_id,
+                        items,
+                        currency,
+                        payment_method,
+                        shipping_address: address,
+                    },
+                )
+        }
+
+        fn any_json() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<f64>().prop_map(serde_json::Value::from),
+                ".{0,10}".prop_map(serde_json::Value::from),
+            ];
+            leaf.prop_recursive(3, 32, 6, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4)
+                        .prop_map(serde_json::Value::from),
+                    proptest::collection::btree_map(
+                        prop_oneof![
+                            Just("orderId".to_owned()),
+                            Just("items".to_owned()),
+                            ".{0,6}".prop_map(String::from)
+                        ],
+                        inner,
+                        0..6,
+                    )
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            /// Every request within the limits, as JSON, validates back to itself.
+            #[test]
+            fn valid_requests_validate_to_themselves(request in request()) {
+                let json = serde_json::to_value(&request).unwrap();
+                prop_assert_eq!(order_request(&json).unwrap(), request);
+            }
+
+            /// Whatever JSON comes, validation answers (a request or named fields), never panics.
+            #[test]
+            fn any_json_gets_an_answer(json in any_json()) {
+                if let Err(errors) = order_request(&json) {
+                    prop_assert!(!errors.is_empty());
+                }
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ use engine::{Engine, EngineConfig};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::{Order, OrderId, SqliteStore};
+use store::{Order, OrderId, OrderRepository, SqliteStore};
 use tower::ServiceExt;
 use workflow::embedded::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
@@ -152,15 +152,20 @@ impl App {
         }
     }
 
+    /// The same service with another order repository (for the HTTP layer and order intake).
+    pub fn with_orders(&self, orders: Arc<dyn OrderRepository>) -> Router {
+        let mut state = self.state.clone();
+        state.orders = orders.clone();
+        state.intake = Arc::new(OrderIntake {
+            orders,
+            workflow: state.workflow.clone(),
+            settings: self.state.intake.settings.clone(),
+        });
+        router(state)
+    }
+
     pub async fn send(&self, request: Request<Body>) -> Reply {
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let (parts, body) = response.into_parts();
-        let bytes = to_bytes(body, usize::MAX).await.unwrap().to_vec();
-        Reply {
-            status: parts.status,
-            headers: parts.headers,
-            bytes,
-        }
+        send(&self.router, request).await
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -268,6 +273,18 @@ impl App {
             assert!(Instant::now() < deadline, "{id} never settled: {body}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+/// Sends `request` to `router` and reads the whole answer.
+pub async fn send(router: &Router, request: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = to_bytes(body, usize::MAX).await.unwrap().to_vec();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        bytes,
     }
 }
 

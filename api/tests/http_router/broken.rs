@@ -1,0 +1,75 @@
+//! An order repository that fails in a chosen way, to see how the API answers a broken backend.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use store::{
+    Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository, OrderStatus,
+    PendingApproval, StoreError,
+};
+
+/// The text every failure carries: it must never reach a client.
+pub const SECRET: &str = "sqlite:/var/lib/secret.db disk I/O error";
+
+#[derive(Debug, Clone, Copy)]
+pub enum Broken {
+    /// Transient: `StoreError::Unavailable`.
+    Unavailable,
+    /// Terminal: `StoreError::Internal`.
+    Internal,
+    Panics,
+    /// Never answers.
+    Hangs,
+}
+
+impl Broken {
+    async fn fail<T>(self) -> Result<T, StoreError> {
+        match self {
+            Broken::Unavailable => Err(StoreError::Unavailable(SECRET.to_owned())),
+            Broken::Internal => Err(StoreError::Internal(SECRET.to_owned())),
+            Broken::Panics => panic!("{SECRET}"),
+            Broken::Hangs => std::future::pending().await,
+        }
+    }
+}
+
+#[async_trait]
+impl OrderRepository for Broken {
+    async fn create(&self, _: NewOrder) -> Result<Created, StoreError> {
+        self.fail().await
+    }
+    async fn get(&self, _: &OrderId) -> Result<Option<Order>, StoreError> {
+        self.fail().await
+    }
+    async fn set_execution(&self, _: &OrderId, _: &str) -> Result<(), StoreError> {
+        self.fail().await
+    }
+    async fn advance(
+        &self,
+        _: &OrderId,
+        _: OrderStatus,
+        _: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn park_approval(
+        &self,
+        _: &OrderId,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn decide(
+        &self,
+        _: &OrderId,
+        _: Decision,
+        _: &str,
+        _: Option<&str>,
+        _: DateTime<Utc>,
+    ) -> Result<Decided, StoreError> {
+        self.fail().await
+    }
+    async fn pending_approvals(&self, _: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        self.fail().await
+    }
+}
