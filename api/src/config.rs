@@ -72,8 +72,9 @@ pub struct ServeArgs {
     #[arg(long, env = "FULFILLMENT_BACKEND", value_enum, default_value_t = Backend::Embedded)]
     pub backend: Backend,
 
-    /// The bearer token operator endpoints require (approvals, inventory). When none is given,
-    /// one is generated at start-up and printed once to stderr.
+    /// The bearer token operator endpoints require (approvals, inventory): at least 16
+    /// printable characters, no spaces. When none is given, one is generated at start-up and
+    /// printed once to stderr with a ready-to-paste curl line; it is never logged.
     #[arg(
         long,
         env = "FULFILLMENT_OPERATOR_TOKEN",
