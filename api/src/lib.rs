@@ -1,6 +1,9 @@
-//! The fulfillment service's composition root: it builds the store, the workflow adapter, the
-//! saga's steps and workers, and order intake, and (with the HTTP API, to come) serves them.
+//! The fulfillment service: the saga's composition (steps, workers, keeper), order intake, the
+//! HTTP API, and the `fulfillment` binary's configuration and start-up (the composition root).
 
+pub mod config;
 pub mod http;
 pub mod orders;
 pub mod saga;
+pub mod startup;
+pub mod telemetry;

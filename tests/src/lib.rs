@@ -1,0 +1,423 @@
+//! The harness of the black-box tests: starts the real `fulfillment` binary on `127.0.0.1:0`
+//! with a temporary database, reads the bound address from its stdout, talks HTTP to it, and
+//! stops it with SIGTERM.
+//!
+//! The binary is `$FULFILLMENT_BIN`, or `fulfillment` in the target directory these tests run
+//! from (`cargo test --release --workspace` builds it; so does `-p api -p tests`).
+
+use reqwest::{Client, Method, Response, StatusCode};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// How long anything the tests wait for may take.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+/// How long the service may take to start or to stop.
+pub const START_STOP: Duration = Duration::from_secs(30);
+/// The operator token the tests configure (unless a test wants one generated).
+pub const TOKEN: &str = "blackbox-operator-token-5e1f";
+
+/// The `fulfillment` binary under test.
+pub fn binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("FULFILLMENT_BIN") {
+        return PathBuf::from(bin);
+    }
+    // …/target/release/deps/<test> → …/target/release/fulfillment
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join(format!("fulfillment{}", std::env::consts::EXE_SUFFIX)))
+        .expect("the test executable sits in target/<profile>/deps");
+    assert!(
+        bin.exists(),
+        "{} does not exist: build it with `cargo build --release -p api --bin fulfillment` \
+         (or run `cargo test --release --workspace`), or set FULFILLMENT_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A database for one or more runs of the service.
+pub struct Db {
+    dir: tempfile::TempDir,
+}
+
+impl Db {
+    pub fn new() -> Db {
+        Db {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("fulfillment.db")
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Db::new()
+    }
+}
+
+/// A `fulfillment serve` command on a free loopback port and `db`, with the test token, and
+/// no `FULFILLMENT_*` variable inherited from the test's environment.
+pub fn serve_command(db: &Db) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.arg("serve")
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--db")
+        .arg(db.path())
+        .current_dir(db.dir());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("FULFILLMENT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// Output of a child process, collected as it comes (so its pipes never fill up).
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<String>>);
+
+impl Captured {
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Waits (polling, within [`START_STOP`]) until the output contains `needle`; the output
+    /// then.
+    pub fn wait_for(&self, needle: &str) -> String {
+        let until = Instant::now() + START_STOP;
+        loop {
+            let text = self.text();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(Instant::now() < until, "never printed {needle:?}: {text}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn push(&self, line: &str) {
+        let mut s = self.0.lock().unwrap();
+        s.push_str(line);
+        s.push('\n');
+    }
+}
+
+/// Reads `pipe` line by line into `into`; the first line starting with `announce` is also sent.
+fn collect(
+    pipe: impl Read + Send + 'static,
+    into: Captured,
+    announce: Option<(&'static str, mpsc::Sender<String>)>,
+) {
+    std::thread::spawn(move || {
+        let mut announce = announce;
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            into.push(&line);
+            if let Some((prefix, tx)) = &announce {
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    let _ = tx.send(rest.trim().to_owned());
+                    announce = None;
+                }
+            }
+        }
+    });
+}
+
+/// A running `fulfillment serve`.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub addr: SocketAddr,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub client: Client,
+}
+
+impl Server {
+    /// The service on `db` with the test token.
+    pub fn start(db: &Db) -> Server {
+        let mut cmd = serve_command(db);
+        cmd.arg("--operator-token").arg(TOKEN);
+        Server::spawn(cmd)
+    }
+
+    /// Runs `cmd` (a `serve` on port 0) and waits until it announces its address.
+    pub fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()));
+        let (stdout, stderr) = (Captured::default(), Captured::default());
+        let (tx, rx) = mpsc::channel();
+        collect(
+            child.stdout.take().unwrap(),
+            stdout.clone(),
+            Some(("listening on ", tx)),
+        );
+        collect(child.stderr.take().unwrap(), stderr.clone(), None);
+        let base = match rx.recv_timeout(START_STOP) {
+            Ok(base) => base,
+            Err(_) => {
+                let _ = child.kill();
+                let status = child.wait();
+                panic!(
+                    "the service did not announce its address ({status:?})\nstdout:\n{}\nstderr:\n{}",
+                    stdout.text(),
+                    stderr.text()
+                );
+            }
+        };
+        let addr = base
+            .strip_prefix("http://")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("unexpected address line: {base}"));
+        Server {
+            child,
+            base,
+            addr,
+            stdout,
+            stderr,
+            client: client(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends SIGTERM (a graceful stop).
+    pub fn sigterm(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill -TERM {pid}");
+    }
+
+    /// Waits for the process to end (polled, within `deadline`); kills it and panics if it
+    /// does not.
+    pub fn wait(&mut self, deadline: Duration) -> ExitStatus {
+        let until = Instant::now() + deadline;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the service did not exit within {deadline:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.stdout.text(),
+                    self.stderr.text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit (status 0).
+    pub fn stop(mut self) -> Server {
+        self.sigterm();
+        let status = self.wait(START_STOP);
+        assert!(
+            status.success(),
+            "the service exited with {status}\nstderr:\n{}",
+            self.stderr.text()
+        );
+        self
+    }
+
+    pub async fn request(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
+        self.send(method, path, body, None).await
+    }
+
+    /// A request with the operator token.
+    pub async fn operator(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
+        self.send(method, path, body, Some(TOKEN)).await
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Reply {
+        let mut req = self.client.request(method.clone(), self.url(path));
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        let response = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        Reply::read(response).await
+    }
+
+    pub async fn stock(&self, sku: &str, available: u64) {
+        let r = self
+            .operator(
+                Method::PUT,
+                &format!("/inventory/{sku}"),
+                Some(&json!({ "available": available })),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    }
+
+    pub async fn place(&self, order: &Value) -> Reply {
+        self.request(Method::POST, "/orders", Some(order)).await
+    }
+
+    pub async fn status(&self, order_id: &str) -> Value {
+        let r = self
+            .request(Method::GET, &format!("/orders/{order_id}/status"), None)
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.json()
+    }
+
+    /// Polls the order's status until it is `status` (within [`DEADLINE`]).
+    pub async fn reaches(&self, order_id: &str, status: &str) -> Value {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let s = self.status(order_id).await;
+            if s["status"] == status {
+                return s;
+            }
+            assert!(
+                Instant::now() < until,
+                "{order_id} is {}, never {status}: {s}",
+                s["status"]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn decide(&self, order_id: &str, decision: &str) -> Reply {
+        self.operator(
+            Method::POST,
+            &format!("/orders/{order_id}/approval"),
+            Some(&json!({ "decision": decision })),
+        )
+        .await
+    }
+
+    /// The execution history's event types, in order.
+    pub async fn history(&self, order_id: &str) -> Vec<String> {
+        let r = self
+            .request(
+                Method::GET,
+                &format!("/orders/{order_id}/history?maxResults=1000"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.json()["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A failed test must not leave its server running.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// An HTTP client whose every request ends (a hang is a test failure, not a stuck test).
+pub fn client() -> Client {
+    Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// An answer, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    pub async fn read(response: Response) -> Reply {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a response body");
+        Reply {
+            status,
+            headers,
+            text,
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.header("idempotent-replayed") == Some("true")
+    }
+}
+
+/// An order for `quantity` × `sku` at `unit_price_cents`, paid with `payment_method`.
+pub fn order(
+    order_id: &str,
+    sku: &str,
+    quantity: u32,
+    unit_price_cents: u64,
+    payment_method: &str,
+) -> Value {
+    json!({
+        "orderId": order_id,
+        "customerId": "cus_blackbox",
+        "items": [{ "sku": sku, "quantity": quantity, "unitPriceCents": unit_price_cents }],
+        "currency": "EUR",
+        "paymentMethod": payment_method,
+        "shippingAddress": {
+            "name": "Grace Hopper",
+            "line1": "1 Compiler Street",
+            "city": "Arlington",
+            "postalCode": "22201",
+            "country": "US"
+        }
+    })
+}

@@ -1,0 +1,243 @@
+//! The process's life, against the real binary: a graceful stop with requests in flight, a
+//! restart on the same database, the generated operator token, and backends that cannot start.
+
+use reqwest::{Method, StatusCode};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tests::{DEADLINE, Db, START_STOP, Server, binary, client, order, serve_command};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_during_shutdown_completes_or_is_refused_cleanly() {
+    let db = Db::new();
+    let mut server = Server::start(&db);
+    server.stock("book", 1_000).await;
+    let base = server.base.clone();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let stopping = Arc::new(AtomicBool::new(false));
+
+    // Clients placing orders and reading as fast as they can, on their own connections.
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let (base, answered, stopping) = (base.clone(), answered.clone(), stopping.clone());
+            tokio::spawn(async move {
+                let http = client();
+                let mut accepted = Vec::new();
+                let mut refused = 0;
+                for n in 0.. {
+                    let id = format!("drain-{c}-{n}");
+                    let result = http
+                        .post(format!("{base}/orders"))
+                        .json(&order(&id, "book", 1, 1_000, "pm_card_visa"))
+                        .send()
+                        .await;
+                    match result {
+                        Ok(response) => {
+                            let status = response.status();
+                            // A started answer is read to its end.
+                            let body = response.text().await;
+                            assert!(
+                                status == StatusCode::ACCEPTED
+                                    || status == StatusCode::SERVICE_UNAVAILABLE,
+                                "{id}: {status} {body:?}"
+                            );
+                            if status == StatusCode::ACCEPTED && body.is_ok() {
+                                accepted.push(id);
+                            }
+                            answered.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => {
+                            assert!(!e.is_timeout(), "{id}: a request hung: {e}");
+                            assert!(
+                                stopping.load(Ordering::SeqCst),
+                                "{id}: refused before the stop: {e}"
+                            );
+                            refused += 1;
+                            // Refused at connect: the listener is closed; nothing more to try.
+                            if e.is_connect() || refused > 3 {
+                                break;
+                            }
+                        }
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+
+    // Stop while the clients are busy.
+    let until = Instant::now() + DEADLINE;
+    while answered.load(Ordering::SeqCst) < 40 {
+        assert!(Instant::now() < until, "the clients got no answers");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stopping.store(true, Ordering::SeqCst);
+    server.sigterm();
+    let mut accepted = Vec::new();
+    for c in clients {
+        accepted.extend(
+            tokio::time::timeout(DEADLINE, c)
+                .await
+                .expect("every client ends")
+                .unwrap(),
+        );
+    }
+    let status = tokio::task::block_in_place(|| server.wait(START_STOP));
+    assert!(
+        status.success(),
+        "exit status {status}: {}",
+        server.stderr.text()
+    );
+    assert!(!accepted.is_empty());
+    let after = server
+        .stdout
+        .text()
+        .lines()
+        .skip_while(|l| !l.contains("shutdown requested"))
+        .filter(|l| l.contains("finished processing request"))
+        .count();
+    eprintln!(
+        "{} orders accepted; {after} requests finished after the stop was requested",
+        accepted.len()
+    );
+
+    // Every order that was accepted is durable: it completes after a restart.
+    let server = Server::start(&db);
+    for id in &accepted {
+        server.reaches(id, "COMPLETED").await;
+    }
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_in_flight_at_a_restart_completes_after_it() {
+    let db = Db::new();
+    let server = Server::start(&db);
+    server.stock("piano", 1).await;
+    server.stock("book", 5).await;
+    let large = order("restart-large", "piano", 1, 450_000, "pm_card_visa");
+    assert_eq!(server.place(&large).await.status, StatusCode::ACCEPTED);
+    server.reaches("restart-large", "AWAITING_APPROVAL").await;
+    let small = order("restart-small", "book", 1, 1_500, "pm_card_visa");
+    let placed = server.place(&small).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let arn = placed.json()["executionArn"].clone();
+    server.stop();
+
+    let server = Server::start(&db);
+    let done = server.reaches("restart-small", "COMPLETED").await;
+    assert_eq!(done["executionArn"], arn);
+    let approved = server.decide("restart-large", "approve").await;
+    assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
+    server.reaches("restart-large", "COMPLETED").await;
+    // The same order again is still a replay of the first run's.
+    let again = server.place(&small).await;
+    assert!(again.replayed(), "{:?}", again.headers);
+    assert_eq!(again.json()["executionArn"], arn);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_operator_token_is_shown_once_and_works() {
+    let db = Db::new();
+    let mut cmd = serve_command(&db);
+    cmd.args(["--log-format", "json"]).env("RUST_LOG", "debug");
+    let server = Server::spawn(cmd);
+
+    let stderr = server.stderr.wait_for("curl ");
+    let curls: Vec<&str> = stderr.lines().filter(|l| l.contains("curl ")).collect();
+    assert_eq!(curls.len(), 1, "one curl line: {stderr}");
+    let token = curls[0]
+        .split("Bearer ")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("a bearer token in the curl line")
+        .to_owned();
+    assert!(token.len() >= 32, "a long token: {token}");
+    assert!(
+        curls[0].ends_with(&format!("{}/approvals", server.base)),
+        "{}",
+        curls[0]
+    );
+
+    // It works, and nothing else does.
+    let ok = server
+        .send(Method::GET, "/approvals", None, Some(&token))
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    let wrong = server
+        .send(Method::GET, "/approvals", None, Some("not-the-token"))
+        .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "{}", wrong.text);
+    let stocked = server
+        .send(
+            Method::PUT,
+            "/inventory/book",
+            Some(&serde_json::json!({ "available": 3 })),
+            Some(&token),
+        )
+        .await;
+    assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
+
+    // It is shown nowhere else: not in the logs, not in the metrics.
+    let metrics = server.request(Method::GET, "/metrics", None).await.text;
+    assert!(!metrics.contains(&token));
+    let server = server.stop();
+    let stdout = server.stdout.text();
+    assert!(!stdout.contains(&token), "the token leaked into the logs");
+    assert_eq!(server.stderr.text().matches(&token).count(), 1);
+    // JSON logs are one object per line (besides the address announcement).
+    for line in stdout.lines().filter(|l| !l.starts_with("listening on ")) {
+        let parsed: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        assert!(parsed["level"].is_string(), "{line}");
+    }
+}
+
+#[test]
+fn the_aws_backend_fails_fast_with_a_clear_message() {
+    let db = Db::new();
+    let mut cmd = serve_command(&db);
+    cmd.args(["--backend", "aws"]);
+    let started = Instant::now();
+    let output = cmd.output().expect("the binary runs");
+    assert!(started.elapsed() < START_STOP);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("AWS backend") && stderr.contains("not built yet"),
+        "{stderr}"
+    );
+    assert!(!db.path().exists(), "nothing was created");
+}
+
+#[test]
+fn help_documents_every_setting_and_its_environment_variable() {
+    let output = std::process::Command::new(binary())
+        .args(["serve", "--help"])
+        .output()
+        .expect("the binary runs");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for (flag, env) in [
+        ("--listen", "FULFILLMENT_LISTEN"),
+        ("--db", "FULFILLMENT_DB"),
+        ("--backend", "FULFILLMENT_BACKEND"),
+        ("--operator-token", "FULFILLMENT_OPERATOR_TOKEN"),
+        (
+            "--approval-threshold-cents",
+            "FULFILLMENT_APPROVAL_THRESHOLD_CENTS",
+        ),
+        ("--approval-timeout", "FULFILLMENT_APPROVAL_TIMEOUT"),
+        ("--approval-heartbeat", "FULFILLMENT_APPROVAL_HEARTBEAT"),
+        ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
+        ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
+        ("--log-format", "FULFILLMENT_LOG_FORMAT"),
+    ] {
+        assert!(
+            help.contains(flag) && help.contains(env),
+            "{flag} / {env}:\n{help}"
+        );
+    }
+    assert!(help.contains("fulfillment.engine.db"), "{help}");
+}

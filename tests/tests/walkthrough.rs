@@ -1,0 +1,99 @@
+//! The README's walk-through, over HTTP against the real binary: stock, a small order that
+//! completes, a large one an operator approves, a declined card compensated, a replay and a
+//! conflict.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use tests::{Db, Server, order};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_walk_through_works_over_http() {
+    let db = Db::new();
+    let server = Server::start(&db);
+
+    // Stocking is an operator action.
+    let anonymous = server
+        .request(
+            Method::PUT,
+            "/inventory/book",
+            Some(&json!({ "available": 10 })),
+        )
+        .await;
+    assert_eq!(
+        anonymous.status,
+        StatusCode::UNAUTHORIZED,
+        "{}",
+        anonymous.text
+    );
+    server.stock("book", 10).await;
+    server.stock("piano", 1).await;
+
+    // A small order runs to completion on its own.
+    let small = order("walk-small", "book", 2, 1_500, "pm_card_visa");
+    let placed = server.place(&small).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    assert!(!placed.replayed());
+    assert_eq!(placed.header("location"), Some("/orders/walk-small/status"));
+    let arn = placed.json()["executionArn"].as_str().unwrap().to_owned();
+    assert!(arn.ends_with(":walk-small"), "{arn}");
+    let done = server.reaches("walk-small", "COMPLETED").await;
+    assert_eq!(done["executionStatus"], "SUCCEEDED");
+    assert_eq!(done["payment"]["amountCents"], 3_000);
+    assert!(done["shipment"]["trackingNumber"].is_string(), "{done}");
+
+    // A large order waits for an operator, who approves it.
+    let large = order("walk-large", "piano", 1, 450_000, "pm_card_visa");
+    assert_eq!(server.place(&large).await.status, StatusCode::ACCEPTED);
+    server.reaches("walk-large", "AWAITING_APPROVAL").await;
+    let pending = server.operator(Method::GET, "/approvals", None).await;
+    assert_eq!(pending.status, StatusCode::OK, "{}", pending.text);
+    assert!(
+        pending.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["orderId"] == "walk-large"),
+        "{}",
+        pending.text
+    );
+    let approved = server.decide("walk-large", "approve").await;
+    assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
+    let done = server.reaches("walk-large", "COMPLETED").await;
+    assert_eq!(done["approval"]["decision"], "approve");
+
+    // A declined card is compensated: the order is cancelled with the reason, stock released.
+    let declined = order("walk-declined", "book", 1, 1_500, "pm_card_chargeDeclined");
+    assert_eq!(server.place(&declined).await.status, StatusCode::ACCEPTED);
+    let cancelled = server.reaches("walk-declined", "CANCELLED").await;
+    assert_eq!(
+        cancelled["failure"]["error"], "Payment.Declined",
+        "{cancelled}"
+    );
+    assert!(cancelled["payment"].is_null(), "{cancelled}");
+
+    // The same order again replays: same answer, same execution.
+    let again = server.place(&small).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
+    assert!(again.replayed(), "{:?}", again.headers);
+    assert_eq!(again.json()["executionArn"], arn.as_str());
+
+    // The same id with another body conflicts and changes nothing.
+    let mut other = small.clone();
+    other["items"][0]["quantity"] = json!(5);
+    let conflict = server.place(&other).await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT, "{}", conflict.text);
+    assert_eq!(
+        conflict.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(server.status("walk-small").await["amountCents"], 3_000);
+
+    // Stock: two books shipped, the declined one's released; the piano shipped.
+    let book = server.request(Method::GET, "/inventory/book", None).await;
+    assert_eq!(book.json()["available"], 8, "{}", book.text);
+    assert_eq!(book.json()["reserved"], 0, "{}", book.text);
+    let piano = server.request(Method::GET, "/inventory/piano", None).await;
+    assert_eq!(piano.json()["available"], 0, "{}", piano.text);
+
+    server.stop();
+}
