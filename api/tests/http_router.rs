@@ -117,8 +117,14 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
         ("/items/0/quantity", Some(json!("1"))),
         ("/items/0/quantity", Some(json!(-1))),
         ("/items/0/quantity", Some(json!(1.5))),
+        ("/items/0/quantity", Some(json!(0.0))),
+        ("/items/0/quantity", Some(json!(-1.0))),
+        ("/items/0/quantity", Some(json!(10_001.0))),
+        ("/items/0/quantity", Some(json!(1e300))),
         ("/items/0/quantity", None),
         ("/items/0/unitPriceCents", Some(json!(-1))),
+        ("/items/0/unitPriceCents", Some(json!(2500.5))),
+        ("/items/0/unitPriceCents", Some(json!(100_000_001.0))),
         ("/items/0/unitPriceCents", Some(json!(100_000_001))),
         ("/items/0/unitPriceCents", Some(json!(null))),
         ("/items/0/colour", Some(json!("red"))),
@@ -143,6 +149,35 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
     }
     // The one valid id among the bodies above was never stored.
     assert!(app.stored("o-bad").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn whole_numbers_written_with_a_fraction_are_integers() {
+    let app = App::start().await;
+    app.stock("book", 5).await;
+    let mut body = order("o-whole", &[("book", 2, 1_250), ("pen", 1, 0)]);
+    body["items"][0]["quantity"] = json!(2.0);
+    body["items"][0]["unitPriceCents"] = json!(1250.0);
+    body["items"][1]["unitPriceCents"] = json!(0.0);
+    assert!(body.to_string().contains("\"quantity\":2.0"), "{body}");
+    let r = app.post("/orders", &body).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let stored = app.stored("o-whole").await.unwrap();
+    assert_eq!(stored.new.amount_cents, 2_500);
+    // The same order written with plain integers is the same order: a replay.
+    let again = app
+        .post(
+            "/orders",
+            &order("o-whole", &[("book", 2, 1_250), ("pen", 1, 0)]),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text());
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let mut limits = order("o-whole-max", &[("book", 10_000, 100_000_000)]);
+    limits["items"][0]["quantity"] = json!(10_000.0);
+    limits["items"][0]["unitPriceCents"] = json!(100_000_000.0);
+    let r = app.post("/orders", &limits).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -341,15 +376,51 @@ async fn invalid_history_paging_is_400() {
     let app = App::start().await;
     app.stock("book", 5).await;
     app.post("/orders", &small("o-11", "book")).await;
-    for query in [
-        "maxResults=0",
-        "maxResults=1001",
-        "maxResults=ten",
-        "nextToken=bogus",
+    app.settled("o-11").await;
+    for (query, field) in [
+        ("maxResults=0", "maxResults"),
+        ("maxResults=1001", "maxResults"),
+        ("maxResults=1001.0", "maxResults"),
+        ("maxResults=ten", "maxResults"),
+        ("maxResults=2.5", "maxResults"),
+        ("maxResults=-1", "maxResults"),
+        ("maxResults=", "maxResults"),
+        ("nextToken=", "nextToken"),
+        ("nextToken=bogus", "nextToken"),
+        ("maxResults=2&nextToken=not-a-token", "nextToken"),
     ] {
         let r = app.get(&format!("/orders/o-11/history?{query}")).await;
-        r.problem(400, "invalid-request");
+        let body = r.problem(400, "invalid-request");
+        assert_eq!(body["errors"][0]["field"], field, "{query}: {body}");
     }
+    // 1024 characters is the longest token, counted in characters, not bytes.
+    let long = "%C3%A9".repeat(1024);
+    let r = app
+        .get(&format!("/orders/o-11/history?nextToken={long}"))
+        .await;
+    let body = r.problem(400, "invalid-request");
+    assert_eq!(
+        body["errors"][0]["message"],
+        "is not a token of this history"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn integer_query_parameters_may_have_a_zero_fraction() {
+    let app = App::start().await;
+    app.stock("book", 5).await;
+    app.post("/orders", &small("o-11f", "book")).await;
+    app.settled("o-11f").await;
+    let r = app.get("/orders/o-11f/history?maxResults=2.0").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["events"].as_array().unwrap().len(), 2);
+    let r = app.operator_get("/approvals?limit=1.00").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let body = app
+        .operator_get("/approvals?limit=0.5")
+        .await
+        .problem(400, "invalid-request");
+    assert_eq!(body["errors"][0]["field"], "limit");
 }
 
 // ---------------------------------------------------------------- approvals
@@ -493,15 +564,18 @@ async fn an_invalid_decision_or_operator_is_rejected() {
     assert_eq!(fields, ["/decision", "/note", "/reason"]);
     let bearer = format!("Bearer {TOKEN}");
     let too_long = "o".repeat(81);
-    let r = app
-        .json(
-            Method::POST,
-            "/orders/o-18/approval",
-            &json!({"decision": "approve"}),
-            &[("authorization", &bearer), ("x-operator", &too_long)],
-        )
-        .await;
-    r.problem(400, "invalid-request");
+    for bad in ["", " ops", "ops ", "\u{e9}va", too_long.as_str()] {
+        let r = app
+            .json(
+                Method::POST,
+                "/orders/o-18/approval",
+                &json!({"decision": "approve"}),
+                &[("authorization", &bearer), ("x-operator", bad)],
+            )
+            .await;
+        let body = r.problem(400, "invalid-request");
+        assert_eq!(body["errors"][0]["field"], "X-Operator", "{bad:?}");
+    }
     assert!(
         app.stored("o-18")
             .await
@@ -581,6 +655,9 @@ async fn unknown_stock_is_404() {
     app.get("/inventory/no%20such")
         .await
         .problem(404, "sku-not-found");
+    app.get(&format!("/inventory/{}", "s".repeat(65)))
+        .await
+        .problem(404, "sku-not-found");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -588,6 +665,10 @@ async fn an_invalid_stock_count_is_422() {
     let app = App::start().await;
     for (body, field) in [
         (json!({"available": -1}), "/available"),
+        (json!({"available": -1.0}), "/available"),
+        (json!({"available": 1.5}), "/available"),
+        (json!({"available": 1_000_000_001.0}), "/available"),
+        (json!({"available": 1e300}), "/available"),
         (json!({"available": "7"}), "/available"),
         (json!({}), "/available"),
         (json!({"available": 1, "reserved": 2}), "/reserved"),
@@ -595,11 +676,36 @@ async fn an_invalid_stock_count_is_422() {
         let r = app.operator(Method::PUT, "/inventory/book", &body).await;
         assert_eq!(r.invalid_fields(), [field], "{body}");
     }
-    let r = app
-        .operator(Method::PUT, "/inventory/b%20k", &json!({"available": 1}))
-        .await;
-    assert_eq!(r.invalid_fields(), ["sku"]);
+    for sku in ["b%20k".to_owned(), "s".repeat(65)] {
+        let r = app
+            .operator(
+                Method::PUT,
+                &format!("/inventory/{sku}"),
+                &json!({"available": 1}),
+            )
+            .await;
+        assert_eq!(r.invalid_fields(), ["sku"], "{sku}");
+    }
     assert!(app.state.inventory.stock("book").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_count_may_be_written_with_a_zero_fraction() {
+    let app = App::start().await;
+    let sku = "s".repeat(64);
+    let r = app
+        .operator(
+            Method::PUT,
+            &format!("/inventory/{sku}"),
+            &json!({"available": 30785.0}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    assert_eq!(r.json()["available"], 30785);
+    assert_eq!(
+        app.get(&format!("/inventory/{sku}")).await.json()["available"],
+        30785
+    );
 }
 
 // ---------------------------------------------------------------- service endpoints
@@ -690,6 +796,44 @@ async fn openapi_json_parses_and_lists_every_path() {
         );
     }
     assert!(doc["components"]["schemas"]["Problem"].is_object());
+    let param = |path: &str, method: &str, name: &str| {
+        paths[path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path}: no parameter {name}"))
+            .clone()
+    };
+    let operator = param("/orders/{orderId}/approval", "post", "X-Operator");
+    assert_eq!(operator["in"], "header");
+    assert_eq!(operator["required"], false);
+    assert_eq!(
+        operator["schema"],
+        json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 80,
+            "pattern": api::http::validate::OPERATOR_PATTERN
+        })
+    );
+    for method in ["get", "put"] {
+        let sku = param("/inventory/{sku}", method, "sku");
+        assert_eq!(
+            sku["schema"],
+            json!({"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_.-]+$"}),
+            "{method}"
+        );
+    }
+    assert!(paths["/orders/{orderId}/history"]["get"]["responses"]["400"].is_object());
+    assert_eq!(
+        param("/orders/{orderId}/history", "get", "maxResults")["schema"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        param("/approvals", "get", "limit")["schema"]["type"],
+        "integer"
+    );
     assert_eq!(
         doc,
         serde_json::to_value(api::http::openapi::document()).unwrap()

@@ -5,7 +5,7 @@ use super::AppState;
 use super::auth::Operator;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::orders::{IDEMPOTENT_REPLAYED, SagaStatus, decision_name, find_order};
-use super::problem::{FieldError, Problem, ProblemKind};
+use super::problem::{Problem, ProblemKind};
 use super::validate;
 use axum::Json;
 use axum::extract::State;
@@ -83,8 +83,8 @@ pub struct PendingApprovals {
 #[into_params(parameter_in = Query)]
 pub struct PendingQuery {
     /// The most orders listed (1–1000, default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<u32>,
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
 }
 
 /// Whether the order's approval window ran out before anyone decided.
@@ -130,7 +130,8 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
     security(("operatorToken" = [])),
     params(
         ("orderId" = String, Path, description = "The order id"),
-        ("X-Operator" = Option<String>, Header, description = "Who decides (1–80 printable characters; default `operator`)"),
+        ("X-Operator" = Option<String>, Header, nullable = false, min_length = 1, max_length = 80, pattern = "^[!-~]([ -~]*[!-~])?$",
+            description = "Who decides: 1–80 printable ASCII characters, the first and last not a space (default `operator`); otherwise 400"),
     ),
     request_body(content = ApprovalRequest, content_type = "application/json"),
     responses(
@@ -253,12 +254,14 @@ pub async fn pending(
     _operator: Operator,
     QueryParams(query): QueryParams<PendingQuery>,
 ) -> Result<Json<PendingApprovals>, Problem> {
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=1000).contains(&limit) {
+    let mut errors = Vec::new();
+    let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 1000, &mut errors);
+    if !errors.is_empty() {
         let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
-        p.errors = Some(vec![FieldError::new("limit", "must be from 1 to 1000")]);
+        p.errors = Some(errors);
         return Err(p);
     }
+    let limit = limit.map_or(100, |n| n as u32);
     let pending = state
         .orders
         .pending_approvals(limit)

@@ -52,18 +52,15 @@ impl FromRequestParts<AppState> for Operator {
         let name = match parts.headers.get(OPERATOR_HEADER) {
             None => DEFAULT_OPERATOR.to_owned(),
             Some(v) => {
-                let name = v.to_str().ok().filter(|s| operator_error(s).is_none());
-                match name {
-                    Some(name) => name.to_owned(),
-                    None => {
+                let name = v.to_str().map_err(|_| "must be printable ASCII");
+                match name.and_then(|s| operator_error(s).map_or(Ok(s), Err)) {
+                    Ok(name) => name.to_owned(),
+                    Err(message) => {
                         let mut p = Problem::new(
                             ProblemKind::InvalidRequest,
                             "the X-Operator header is not valid",
                         );
-                        p.errors = Some(vec![FieldError::new(
-                            "X-Operator",
-                            "must be 1 to 80 printable characters",
-                        )]);
+                        p.errors = Some(vec![FieldError::new("X-Operator", message)]);
                         return Err(p);
                     }
                 }

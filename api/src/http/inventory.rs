@@ -50,7 +50,8 @@ impl From<StockLevel> for Stock {
     operation_id = "setStock",
     tag = "operator",
     security(("operatorToken" = [])),
-    params(("sku" = String, Path, description = "1–64 characters of `[A-Za-z0-9_.-]`")),
+    params(("sku" = String, Path, min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.-]+$",
+        description = "1–64 characters of `[A-Za-z0-9_.-]`; another SKU is a 422")),
     request_body(content = StockCount, content_type = "application/json"),
     responses(
         (status = 200, description = "The SKU's stock now", body = Stock),
@@ -95,7 +96,8 @@ pub async fn put_stock(
     path = "/inventory/{sku}",
     operation_id = "getStock",
     tag = "inventory",
-    params(("sku" = String, Path, description = "The SKU")),
+    params(("sku" = String, Path, min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.-]+$",
+        description = "The SKU: 1–64 characters of `[A-Za-z0-9_.-]` (another was never stocked: 404)")),
     responses(
         (status = 200, description = "The SKU's stock", body = Stock),
         (status = 404, description = "The SKU was never stocked (`sku-not-found`)", body = Problem, content_type = "application/problem+json"),

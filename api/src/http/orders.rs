@@ -261,9 +261,9 @@ pub struct HistoryView {
 #[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
     /// Events per page (1–1000, default 100).
-    #[param(minimum = 1, maximum = 1000)]
-    pub max_results: Option<u32>,
-    /// The `nextToken` of the previous page.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub max_results: Option<String>,
+    /// The `nextToken` of the previous page, as given (any other text is a 400).
     #[param(min_length = 1, max_length = 1024)]
     pub next_token: Option<String>,
 }
@@ -486,7 +486,7 @@ pub(super) fn decision_name(d: store::Decision) -> &'static str {
     params(("orderId" = String, Path, description = "The order id"), HistoryQuery),
     responses(
         (status = 200, description = "A page of events, oldest first", body = HistoryView),
-        (status = 400, description = "Invalid `maxResults` or `nextToken`", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid `maxResults`, or a `nextToken` that is not one this order's history gave (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -498,14 +498,18 @@ pub async fn history(
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryView>, Problem> {
     let mut errors = Vec::new();
-    let max_results = query.max_results.unwrap_or(100);
-    if !(1..=1000).contains(&max_results) {
-        errors.push(FieldError::new("maxResults", "must be from 1 to 1000"));
-    }
+    let max_results = validate::query_integer(
+        "maxResults",
+        query.max_results.as_deref(),
+        1,
+        1000,
+        &mut errors,
+    )
+    .map_or(100, |n| n as u32);
     if query
         .next_token
         .as_ref()
-        .is_some_and(|t| t.is_empty() || t.len() > 1024)
+        .is_some_and(|t| t.is_empty() || t.chars().count() > 1024)
     {
         errors.push(FieldError::new("nextToken", "must be 1 to 1024 characters"));
     }

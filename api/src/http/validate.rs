@@ -89,14 +89,55 @@ impl Errors {
         }
     }
 
-    /// An integer in `min..=max` (a float, a string or a negative number is an error).
+    /// An integer in `min..=max`: a whole JSON number, written `7` or `7.0` (a fraction, a
+    /// string or a negative number is an error).
     fn integer(&mut self, at: &str, value: &Value, min: u64, max: u64) -> Option<u64> {
-        match value.as_u64() {
+        match whole_number(value) {
             Some(n) if (min..=max).contains(&n) => Some(n),
             _ => {
                 self.add(at, format!("must be an integer from {min} to {max}"));
                 None
             }
+        }
+    }
+}
+
+/// The largest whole number every `f64` below it represents exactly (2^53).
+const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
+
+/// A JSON number that is a non-negative integer. JSON Schema counts a number whose fraction is
+/// zero as an integer, so `30785.0` is `30785`; `1.5`, `-1` and numbers beyond 2^53 written
+/// with a fraction or an exponent are not.
+pub fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        let f = value.as_f64()?;
+        (f.fract() == 0.0 && (0.0..=MAX_EXACT_FLOAT).contains(&f)).then_some(f as u64)
+    })
+}
+
+/// An integer query parameter in `min..=max`, written `7` or `7.0`; `None` when absent.
+pub fn query_integer(
+    name: &str,
+    raw: Option<&str>,
+    min: u64,
+    max: u64,
+    errors: &mut Vec<FieldError>,
+) -> Option<u64> {
+    let raw = raw?;
+    let (int, fraction) = raw.split_once('.').unwrap_or((raw, "0"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let n = int
+        .parse::<u64>()
+        .ok()
+        .filter(|_| digits(int) && digits(fraction) && fraction.bytes().all(|b| b == b'0'));
+    match n {
+        Some(n) if (min..=max).contains(&n) => Some(n),
+        _ => {
+            errors.push(FieldError::new(
+                name,
+                format!("must be an integer from {min} to {max}"),
+            ));
+            None
         }
     }
 }
@@ -115,11 +156,20 @@ pub fn sku_error(s: &str) -> Option<&'static str> {
     (!ok).then_some("must be 1 to 64 characters of letters, digits, '_', '.' and '-'")
 }
 
-/// An operator's name (`X-Operator`): 1–80 characters, none a control character.
+/// What `X-Operator` may be, as the OpenAPI document states it: 1–80 printable ASCII
+/// characters, the first and last not a space (HTTP drops a header value's outer whitespace).
+pub const OPERATOR_PATTERN: &str = "^[!-~]([ -~]*[!-~])?$";
+
+/// An operator's name (`X-Operator`): [`OPERATOR_PATTERN`], 1–80 characters.
 pub fn operator_error(s: &str) -> Option<&'static str> {
-    let n = s.chars().count();
-    let ok = (1..=80).contains(&n) && !s.chars().any(char::is_control);
-    (!ok).then_some("must be 1 to 80 printable characters")
+    let b = s.as_bytes();
+    let ok = (1..=80).contains(&b.len())
+        && b.iter().all(|c| (b' '..=b'~').contains(c))
+        && b.first() != Some(&b' ')
+        && b.last() != Some(&b' ');
+    (!ok).then_some(
+        "must be 1 to 80 printable ASCII characters, not starting or ending with a space",
+    )
 }
 
 const ORDER_FIELDS: &[&str] = &[
@@ -414,6 +464,66 @@ mod tests {
         assert!(stock_count(&json!({"available": -1})).is_err());
         assert!(sku_error("a.b-c_1").is_none() && sku_error("a b").is_some());
         assert!(operator_error("ops@example.com").is_none() && operator_error("").is_some());
+        assert!(operator_error("Ada L.").is_none() && operator_error(&"a".repeat(80)).is_none());
+        for bad in [" a", "a ", " ", "a\tb", "é", &"a".repeat(81)] {
+            assert!(operator_error(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_with_a_zero_fraction() {
+        for (v, n) in [
+            (json!(7), 7),
+            (json!(7.0), 7),
+            (json!(0.0), 0),
+            (json!(-0.0), 0),
+        ] {
+            assert_eq!(whole_number(&v), Some(n), "{v}");
+        }
+        for v in [
+            json!(1.5),
+            json!(-1),
+            json!(-1.0),
+            json!(1e300),
+            json!("7"),
+            json!(null),
+        ] {
+            assert_eq!(whole_number(&v), None, "{v}");
+        }
+        assert_eq!(stock_count(&json!({"available": 30785.0})).unwrap(), 30785);
+        let mut body = valid();
+        body["items"][0]["quantity"] = json!(2.0);
+        body["items"][0]["unitPriceCents"] = json!(1250.0);
+        assert_eq!(
+            order_request(&body).unwrap().items[0].unit_price_cents,
+            1250
+        );
+    }
+
+    #[test]
+    fn integer_query_parameters_are_parsed_and_bounded() {
+        let mut errors = Vec::new();
+        let mut q = |raw| query_integer("maxResults", raw, 1, 1000, &mut errors);
+        assert_eq!(q(None), None);
+        assert_eq!(q(Some("7")), Some(7));
+        assert_eq!(q(Some("7.0")), Some(7));
+        assert_eq!(q(Some("1000.00")), Some(1000));
+        for bad in [
+            "0",
+            "1001",
+            "1.5",
+            "7.",
+            "+7",
+            "ten",
+            "-1",
+            "",
+            "1e2",
+            "99999999999999999999",
+        ] {
+            assert_eq!(q(Some(bad)), None, "{bad}");
+        }
+        assert_eq!(errors.len(), 10);
+        assert!(errors.iter().all(|e| e.field == "maxResults"));
     }
 
     mod round_trip {
