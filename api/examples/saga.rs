@@ -56,17 +56,10 @@ async fn main() -> Result<()> {
     let engine = Engine::open(EngineConfig::new(dir.join("engine.db")), None).await?;
     let workflow = Arc::new(EmbeddedWorkflow::setup(engine.clone()).await?);
     let store = SqliteStore::open(dir.join("store.db"))?;
-    let ports = SagaPorts {
-        orders: Arc::new(store.clone()),
-        inventory: Arc::new(store.clone()),
-        payments: Arc::new(store.payments()),
-        shipping: Arc::new(store.shipping()),
-    };
-    let wf = workflow.clone();
-    let workers = SagaWorkers::start(
+    let ports = SagaPorts::sqlite(&store);
+    let workers = SagaWorkers::start_embedded(
         &ports,
         workflow.clone(),
-        move |a| wf.activity_arn(a).to_owned(),
         WorkerSettings {
             poll_wait: Duration::from_millis(500),
             ..WorkerSettings::default()

@@ -133,17 +133,10 @@ impl Service {
             "embedded backend open"
         );
 
-        let ports = SagaPorts {
-            orders: Arc::new(store.clone()),
-            inventory: Arc::new(store.clone()),
-            payments: Arc::new(store.payments()),
-            shipping: Arc::new(store.shipping()),
-        };
-        let wf = workflow.clone();
-        let workers = SagaWorkers::start(
+        let ports = SagaPorts::sqlite(&store);
+        let workers = SagaWorkers::start_embedded(
             &ports,
             workflow.clone(),
-            move |a| wf.activity_arn(a).to_owned(),
             worker_settings(),
             keeper_interval(settings.saga.approval_heartbeat),
         );

@@ -26,6 +26,16 @@ pub struct SagaPorts {
 }
 
 impl SagaPorts {
+    /// The embedded default: the SQLite store and its sandbox gateways.
+    pub fn sqlite(store: &store::SqliteStore) -> SagaPorts {
+        SagaPorts {
+            orders: Arc::new(store.clone()),
+            inventory: Arc::new(store.clone()),
+            payments: Arc::new(store.payments()),
+            shipping: Arc::new(store.shipping()),
+        }
+    }
+
     /// The step that serves `activity`.
     pub fn step(&self, activity: Activity) -> Arc<dyn Step> {
         let p = self.clone();
@@ -87,6 +97,23 @@ impl SagaWorkers {
             keeper,
             stop_keeper,
         }
+    }
+
+    /// [`SagaWorkers::start`] on the embedded workflow, whose activities it knows.
+    pub fn start_embedded(
+        ports: &SagaPorts,
+        workflow: Arc<workflow::EmbeddedWorkflow>,
+        settings: WorkerSettings,
+        keeper_interval: Duration,
+    ) -> SagaWorkers {
+        let arns = workflow.clone();
+        SagaWorkers::start(
+            ports,
+            workflow,
+            move |a| arns.activity_arn(a).to_owned(),
+            settings,
+            keeper_interval,
+        )
     }
 
     /// Stops taking tasks, lets the steps in flight finish and answer, and stops the keeper.

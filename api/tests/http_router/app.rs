@@ -114,22 +114,15 @@ impl App {
             .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let ports = SagaPorts {
-            orders: Arc::new(store.clone()),
-            inventory: Arc::new(store.clone()),
-            payments: Arc::new(store.payments()),
-            shipping: Arc::new(store.shipping()),
-        };
+        let ports = SagaPorts::sqlite(&store);
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
             settings,
         });
-        let wf = workflow.clone();
-        let workers = SagaWorkers::start(
+        let workers = SagaWorkers::start_embedded(
             &ports,
             workflow.clone(),
-            move |a| wf.activity_arn(a).to_owned(),
             worker_settings(),
             Duration::from_millis(300),
         );

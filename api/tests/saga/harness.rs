@@ -39,12 +39,7 @@ impl Saga {
             .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let ports = SagaPorts {
-            orders: Arc::new(store.clone()),
-            inventory: Arc::new(store.clone()),
-            payments: Arc::new(store.payments()),
-            shipping: Arc::new(store.shipping()),
-        };
+        let ports = SagaPorts::sqlite(&store);
         let intake = OrderIntake {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
@@ -66,11 +61,9 @@ impl Saga {
     }
 
     pub fn start_workers(&mut self) {
-        let wf = self.workflow.clone();
-        self.workers = Some(SagaWorkers::start(
+        self.workers = Some(SagaWorkers::start_embedded(
             &self.ports,
             self.workflow.clone(),
-            move |a| wf.activity_arn(a).to_owned(),
             worker_settings(),
             Duration::from_millis(300),
         ));
