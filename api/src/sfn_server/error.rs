@@ -92,10 +92,7 @@ impl IntoResponse for SfnError {
         let mut response = (self.status, body.to_string()).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-        headers.insert(
-            "x-amzn-errortype",
-            HeaderValue::from_static(self.name),
-        );
+        headers.insert("x-amzn-errortype", HeaderValue::from_static(self.name));
         response
     }
 }

@@ -100,9 +100,7 @@ async fn dispatch(State(endpoint): State<Endpoint>, headers: HeaderMap, body: By
     let answer = async {
         match operation {
             "CreateActivity" => answer(ops::create_activity(engine, parse(&body)?).await),
-            "CreateStateMachine" => {
-                answer(ops::create_state_machine(engine, parse(&body)?).await)
-            }
+            "CreateStateMachine" => answer(ops::create_state_machine(engine, parse(&body)?).await),
             "DescribeStateMachine" => {
                 answer(ops::describe_state_machine(engine, parse(&body)?).await)
             }
@@ -142,8 +140,8 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, SfnError> {
 }
 
 fn answer<T: Serialize>(result: Result<T, SfnError>) -> Result<Response, SfnError> {
-    let body = serde_json::to_string(&result?)
-        .map_err(|e| SfnError::internal("InternalError", &e))?;
+    let body =
+        serde_json::to_string(&result?).map_err(|e| SfnError::internal("InternalError", &e))?;
     Ok((
         [(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE))],
         body,
@@ -161,6 +159,9 @@ fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("a panic");
-    SfnError::internal("InternalError", &format_args!("handler panicked: {message}"))
-        .into_response()
+    SfnError::internal(
+        "InternalError",
+        &format_args!("handler panicked: {message}"),
+    )
+    .into_response()
 }

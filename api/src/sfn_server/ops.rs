@@ -14,7 +14,9 @@ use std::time::Duration;
 /// A required member, or ValidationException naming it.
 fn required<T>(value: Option<T>, member: &str) -> Result<T, SfnError> {
     value.ok_or_else(|| {
-        SfnError::validation(format!("1 validation error detected: '{member}' is required"))
+        SfnError::validation(format!(
+            "1 validation error detected: '{member}' is required"
+        ))
     })
 }
 
