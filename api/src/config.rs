@@ -4,6 +4,7 @@
 
 use crate::http::{HttpLimits, OperatorToken};
 use crate::orders::SagaSettings;
+use crate::sfn_server::SfnSettings;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::time::Duration;
     propagate_version = true,
     after_help = "Every setting of `serve` can also come from a FULFILLMENT_* environment variable \
                   (FULFILLMENT_LISTEN, FULFILLMENT_DB, FULFILLMENT_OPERATOR_TOKEN, …); flags win. \
-                  See `fulfillment serve --help`. Log level: RUST_LOG (default info)."
+                  See `fulfillment serve --help` and `fulfillment engine --help`. Log level: RUST_LOG (default info)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -37,6 +38,71 @@ pub enum Command {
     /// Stops gracefully on SIGTERM or Ctrl-C: stops accepting, finishes the requests in
     /// flight, lets the running steps finish, closes the engine, exits 0.
     Serve(ServeArgs),
+
+    /// Run the embedded Step Functions engine alone (no saga, no workers) as a durable local
+    /// Step Functions endpoint speaking the AWS JSON protocol.
+    ///
+    /// Drive it with the AWS CLI or any AWS SDK (any credentials are accepted), e.g.
+    /// `aws --endpoint-url http://127.0.0.1:8083 stepfunctions list-executions …`.
+    /// Implemented: CreateActivity, CreateStateMachine (STANDARD), DescribeStateMachine,
+    /// StartExecution, DescribeExecution, ListExecutions, StopExecution, GetExecutionHistory,
+    /// GetActivityTask, SendTaskSuccess, SendTaskFailure, SendTaskHeartbeat.
+    ///
+    /// Stops gracefully on SIGTERM or Ctrl-C; running executions continue on the next start.
+    Engine(EngineArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// The address the endpoint listens on (port 0 picks a free port; the address bound is
+    /// printed as `listening on http://ADDR`).
+    #[arg(long, env = "FULFILLMENT_LISTEN", default_value = "127.0.0.1:8083")]
+    pub listen: SocketAddr,
+
+    /// The engine's SQLite file (created when missing).
+    #[arg(long, env = "FULFILLMENT_DB", default_value = "./engine.db")]
+    pub db: PathBuf,
+
+    /// The region in the ARNs the engine makes.
+    #[arg(long, env = "FULFILLMENT_REGION", default_value = "us-east-1", value_parser = parse_region)]
+    pub region: String,
+
+    /// The account id in the ARNs the engine makes.
+    #[arg(
+        long,
+        env = "FULFILLMENT_ACCOUNT_ID",
+        default_value = "123456789012",
+        value_parser = parse_account_id
+    )]
+    pub account_id: String,
+
+    /// Log format; the level comes from RUST_LOG (default `info`).
+    #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Everything `engine` runs with.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    pub listen: SocketAddr,
+    pub db_path: PathBuf,
+    pub region: String,
+    pub account_id: String,
+    pub endpoint: SfnSettings,
+    pub log_format: LogFormat,
+}
+
+impl From<EngineArgs> for EngineSettings {
+    fn from(a: EngineArgs) -> Self {
+        EngineSettings {
+            listen: a.listen,
+            db_path: a.db,
+            region: a.region,
+            account_id: a.account_id,
+            endpoint: SfnSettings::default(),
+            log_format: a.log_format,
+        }
+    }
 }
 
 /// The workflow and state backend.
@@ -150,6 +216,26 @@ fn parse_token(raw: &str) -> Result<OperatorToken, String> {
     Ok(OperatorToken::new(token))
 }
 
+fn parse_region(raw: &str) -> Result<String, String> {
+    let ok = !raw.is_empty()
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err("a region is lowercase letters, digits and hyphens (e.g. us-east-1)".to_owned())
+    }
+}
+
+fn parse_account_id(raw: &str) -> Result<String, String> {
+    if raw.len() == 12 && raw.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(raw.to_owned())
+    } else {
+        Err("an account id is 12 digits".to_owned())
+    }
+}
+
 fn parse_duration(raw: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(raw).map_err(|e| e.to_string())?;
     if d < Duration::from_secs(1) {
@@ -214,8 +300,62 @@ mod tests {
 
     fn serve(args: &[&str]) -> Result<Settings, clap::Error> {
         let argv = ["fulfillment", "serve"].iter().chain(args);
-        let Command::Serve(a) = Cli::try_parse_from(argv)?.command;
+        let Command::Serve(a) = Cli::try_parse_from(argv)?.command else {
+            panic!("not serve");
+        };
         Ok(a.into())
+    }
+
+    fn engine(args: &[&str]) -> Result<EngineSettings, clap::Error> {
+        let argv = ["fulfillment", "engine"].iter().chain(args);
+        let Command::Engine(a) = Cli::try_parse_from(argv)?.command else {
+            panic!("not engine");
+        };
+        Ok(a.into())
+    }
+
+    #[test]
+    fn engine_defaults_are_the_documented_ones() {
+        let s = engine(&[]).unwrap();
+        assert_eq!(s.listen, "127.0.0.1:8083".parse().unwrap());
+        assert_eq!(s.db_path, PathBuf::from("./engine.db"));
+        assert_eq!(s.region, "us-east-1");
+        assert_eq!(s.account_id, "123456789012");
+        assert_eq!(s.endpoint.poll_wait, Duration::from_secs(60));
+        assert_eq!(s.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn engine_refuses_malformed_arn_parts() {
+        for (args, flag) in [
+            (&["--account-id", "12345"][..], "--account-id"),
+            (&["--region", "US East"][..], "--region"),
+        ] {
+            let e = engine(args).unwrap_err().to_string();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn engine_flags_set_every_setting() {
+        let s = engine(&[
+            "--listen",
+            "0.0.0.0:0",
+            "--db",
+            "/tmp/e.db",
+            "--region",
+            "eu-west-1",
+            "--account-id",
+            "000000000000",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(s.listen, "0.0.0.0:0".parse().unwrap());
+        assert_eq!(s.db_path, PathBuf::from("/tmp/e.db"));
+        assert_eq!(s.region, "eu-west-1");
+        assert_eq!(s.account_id, "000000000000");
+        assert_eq!(s.log_format, LogFormat::Json);
     }
 
     #[test]

@@ -5,5 +5,6 @@ pub mod config;
 pub mod http;
 pub mod orders;
 pub mod saga;
+pub mod sfn_server;
 pub mod startup;
 pub mod telemetry;

@@ -2,10 +2,11 @@
 //! saga's workers, builds order intake and the router, binds the listener, and on shutdown
 //! takes it all down in order (listener and requests, then workers, then engine).
 
-use crate::config::{Backend, Settings};
+use crate::config::{Backend, EngineSettings, Settings};
 use crate::http::{self, AppState, Metrics, OperatorToken};
 use crate::orders::OrderIntake;
 use crate::saga::{SagaPorts, SagaWorkers};
+use crate::sfn_server;
 use engine::{Engine, EngineConfig, EngineError};
 use std::future::Future;
 use std::io::Write;
@@ -210,6 +211,105 @@ impl Service {
     }
 }
 
+/// A started `fulfillment engine`: the engine is open and the listener bound; the Step
+/// Functions endpoint serves once [`EngineServer::serve`] runs.
+pub struct EngineServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    router: axum::Router,
+    engine: Engine,
+}
+
+impl EngineServer {
+    /// Opens the engine (no task handler: only activities run tasks) and binds the listener.
+    pub async fn start(settings: &EngineSettings) -> Result<EngineServer, StartupError> {
+        let mut config = EngineConfig::new(&settings.db_path);
+        config.region = settings.region.clone();
+        config.account_id = settings.account_id.clone();
+        let engine = Engine::open(config, None)
+            .await
+            .map_err(|source| StartupError::Engine {
+                path: settings.db_path.clone(),
+                source,
+            })?;
+        let bound = match bind(settings.listen).await {
+            Ok(l) => l
+                .local_addr()
+                .map(|a| (l, a))
+                .map_err(|source| StartupError::Bind {
+                    addr: settings.listen,
+                    source,
+                }),
+            Err(e) => Err(e),
+        };
+        let (listener, local_addr) = match bound {
+            Ok(b) => b,
+            Err(e) => {
+                engine.shutdown().await;
+                return Err(e);
+            }
+        };
+        tracing::info!(engine = %settings.db_path.display(), "engine open");
+        let router = sfn_server::router(engine.clone(), settings.endpoint.clone());
+        Ok(EngineServer {
+            listener,
+            local_addr,
+            router,
+            engine,
+        })
+    }
+
+    /// The address the listener is bound to (the real port when configured with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `shutdown` completes, finishes the requests in flight (long polls end
+    /// within their wait), then closes the engine.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartupError> {
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(StartupError::Serve);
+        self.engine.shutdown().await;
+        tracing::info!("engine closed; bye");
+        served
+    }
+}
+
+/// `fulfillment engine`: the engine alone behind its Step Functions endpoint, until
+/// SIGTERM/Ctrl-C (a second signal exits at once, status 130).
+pub async fn run_engine(settings: EngineSettings) -> Result<(), StartupError> {
+    let server = EngineServer::start(&settings).await?;
+    let addr = server.local_addr();
+    tracing::info!(%addr, "listening");
+    announce(addr);
+    server.serve(drain_on_signal()).await
+}
+
+/// The line scripts wait for: `listening on http://ADDR` on stdout.
+fn announce(addr: SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{}", reachable(addr));
+    let _ = out.flush();
+}
+
+/// Resolves on the first stop signal; a second one exits without waiting for the drain.
+async fn drain_on_signal() {
+    shutdown_signal().await;
+    tracing::info!("shutdown requested: finishing the requests in flight");
+    // The drain is bounded (request timeout, step durations), but an operator who asks twice
+    // means it.
+    tokio::spawn(async {
+        shutdown_signal().await;
+        eprintln!("second stop signal: exiting without finishing the drain");
+        std::process::exit(130);
+    });
+}
+
 async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
     TcpListener::bind(addr)
         .await
@@ -280,24 +380,8 @@ pub async fn run(settings: Settings) -> Result<(), StartupError> {
         let _ = err.flush();
     }
     tracing::info!(%addr, "listening");
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on http://{}", reachable(addr));
-        let _ = out.flush();
-    }
-    service
-        .serve(async {
-            shutdown_signal().await;
-            tracing::info!("shutdown requested: finishing the requests in flight");
-            // The drain is bounded (request timeout, step durations), but an operator who
-            // asks twice means it.
-            tokio::spawn(async {
-                shutdown_signal().await;
-                eprintln!("second stop signal: exiting without finishing the drain");
-                std::process::exit(130);
-            });
-        })
-        .await
+    announce(addr);
+    service.serve(drain_on_signal()).await
 }
 
 #[cfg(test)]
