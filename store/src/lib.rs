@@ -13,6 +13,8 @@ pub use error::{ErrorName, GatewayError, StoreError};
 pub use ports::*;
 pub mod sandbox;
 pub mod sqlite;
+pub mod stripe;
 
 pub use sandbox::{SandboxPayments, SandboxShipping};
 pub use sqlite::{Durability, SqliteStore};
+pub use stripe::{SecretKey, StripeConfig, StripePayments};
