@@ -73,6 +73,19 @@ async fn charge_sends_its_idempotency_key_and_the_bearer_key() {
         post.header("content-type"),
         Some("application/x-www-form-urlencoded")
     );
+    assert!(post.header("stripe-version").is_some());
+    let sent = |name| post.param(name);
+    assert_eq!(
+        (sent("amount"), sent("currency"), sent("payment_method")),
+        (Some("3499"), Some("eur"), Some("pm_card_visa")),
+        "Stripe's currencies are lower-case"
+    );
+    assert_eq!(sent("confirm"), Some("true"));
+    assert_eq!(sent("metadata[order_id]"), Some(id.as_str()));
+    assert_eq!(
+        sent("metadata[idempotency_key]"),
+        Some(id.charge_key().as_str())
+    );
 }
 
 #[tokio::test]
@@ -242,7 +255,7 @@ async fn refund_without_a_charge_is_nothing_charged() {
 
 #[tokio::test]
 async fn find_charge_finds_the_orders_charge_only() {
-    let (_fake, payments) = gateway().await;
+    let (fake, payments) = gateway().await;
     let (id, other) = (order_id("find"), order_id("find-other"));
     assert_eq!(payments.find_charge(&id).await.expect("find"), None);
     let charge = payments
@@ -254,6 +267,14 @@ async fn find_charge_finds_the_orders_charge_only() {
         .await
         .expect("other charge");
     assert_eq!(payments.find_charge(&id).await.expect("find"), Some(charge));
+    let search = fake.requests().pop().expect("the search");
+    assert_eq!(
+        (search.path.as_str(), search.param("query")),
+        (
+            "/v1/payment_intents/search",
+            Some(format!("metadata['order_id']:'{id}'").as_str())
+        )
+    );
 }
 
 #[tokio::test]

@@ -19,6 +19,10 @@ use std::time::Duration;
 /// Stripe's API, for [`StripeConfig::base_url`].
 pub const STRIPE_API: &str = "https://api.stripe.com";
 
+/// The API version the gateway is written against, sent with every call so that a change of
+/// the account's default version cannot change what a charge does.
+pub const STRIPE_VERSION: &str = "2024-06-20";
+
 /// An API secret key. Never printed: `Debug` shows only that one is set.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SecretKey(String);
@@ -126,12 +130,14 @@ impl Client {
         self.http
             .get(format!("{}{path}", self.base_url))
             .bearer_auth(self.secret_key.expose())
+            .header("Stripe-Version", STRIPE_VERSION)
     }
 
     fn post(&self, path: &str, idempotency_key: &str) -> reqwest::RequestBuilder {
         self.http
             .post(format!("{}{path}", self.base_url))
             .bearer_auth(self.secret_key.expose())
+            .header("Stripe-Version", STRIPE_VERSION)
             .header("Idempotency-Key", idempotency_key)
     }
 

@@ -23,11 +23,20 @@ pub struct Recorded {
     pub method: Method,
     pub path: String,
     pub headers: HeaderMap,
+    /// The form body's or query's parameters, as sent.
+    pub params: Vec<(String, String)>,
 }
 
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -125,19 +134,21 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
-/// What every request goes through: recorded, authenticated, maybe failed or delayed. `None`
-/// means "go on"; the delay to apply after the work is returned with it.
+/// What every request goes through: recorded, authenticated, maybe failed. `Ok` means "go on",
+/// with the delay to apply once the work is done.
 fn admit(
     ledger: &Shared,
     method: Method,
     path: &str,
     headers: &HeaderMap,
-) -> Result<Option<Duration>, Response> {
+    params: &[(String, String)],
+) -> Result<Option<Duration>, (StatusCode, Value)> {
     let mut l = ledger.lock().expect("ledger");
     l.requests.push(Recorded {
         method,
         path: path.to_owned(),
         headers: headers.clone(),
+        params: params.to_vec(),
     });
     if l.fail_next > 0 {
         l.fail_next -= 1;
@@ -147,7 +158,7 @@ fn admit(
             None,
             "fake outage",
         );
-        return Err((s, Json(b)).into_response());
+        return Err((s, b));
     }
     let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
     if auth != Some(&format!("Bearer {SECRET_KEY}")) {
@@ -158,7 +169,7 @@ fn admit(
             None,
             &format!("Invalid API Key provided: {}", auth.unwrap_or("none")),
         );
-        return Err((s, Json(b)).into_response());
+        return Err((s, b));
     }
     Ok(l.delay)
 }
@@ -189,9 +200,9 @@ async fn idempotent(
     mut params: Vec<(String, String)>,
     work: fn(&mut Ledger, &HashMap<String, String>) -> (StatusCode, Value),
 ) -> Response {
-    let delay = match admit(&ledger, Method::POST, path, &headers) {
+    let delay = match admit(&ledger, Method::POST, path, &headers, &params) {
         Ok(delay) => delay,
-        Err(response) => return response,
+        Err((status, body)) => return (status, Json(body)).into_response(),
     };
     params.sort();
     let key = headers
@@ -362,9 +373,10 @@ async fn search_intents(
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let path = "/v1/payment_intents/search";
-    let delay = match admit(&ledger, Method::GET, path, &headers) {
+    let params: Vec<_> = query.clone().into_iter().collect();
+    let delay = match admit(&ledger, Method::GET, path, &headers, &params) {
         Ok(delay) => delay,
-        Err(response) => return response,
+        Err((status, body)) => return (status, Json(body)).into_response(),
     };
     // The one query the gateway makes: metadata['order_id']:'<id>'.
     let order = query.get("query").and_then(|q| {
@@ -400,9 +412,10 @@ async fn list_refunds(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let delay = match admit(&ledger, Method::GET, "/v1/refunds", &headers) {
+    let params: Vec<_> = query.clone().into_iter().collect();
+    let delay = match admit(&ledger, Method::GET, "/v1/refunds", &headers, &params) {
         Ok(delay) => delay,
-        Err(response) => return response,
+        Err((status, body)) => return (status, Json(body)).into_response(),
     };
     let data: Vec<Value> = {
         let l = ledger.lock().expect("ledger");
