@@ -1,6 +1,7 @@
 //! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
 //! through which steps reach them (repositories and gateways), the catalogue of error names the
-//! steps report, and the SQLite adapters and sandbox gateways of the embedded default.
+//! steps report, the SQLite adapters and sandbox gateways of the embedded default, and a
+//! Stripe-compatible payment gateway over HTTP (`stripe`).
 
 #[cfg(feature = "contract")]
 pub mod contract;
