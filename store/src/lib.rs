@@ -1,6 +1,7 @@
 //! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
 //! through which steps reach them (repositories and gateways), the catalogue of error names the
-//! steps report, and the SQLite adapters and sandbox gateways of the embedded default.
+//! steps report, the SQLite adapters and sandbox gateways of the embedded default, and a
+//! Stripe-compatible payment gateway over HTTP (`stripe`).
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -13,6 +14,8 @@ pub use error::{ErrorName, GatewayError, StoreError};
 pub use ports::*;
 pub mod sandbox;
 pub mod sqlite;
+pub mod stripe;
 
 pub use sandbox::{SandboxPayments, SandboxShipping};
 pub use sqlite::{Durability, SqliteStore};
+pub use stripe::{SecretKey, StripeConfig, StripePayments};

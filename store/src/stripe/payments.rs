@@ -1,0 +1,239 @@
+//! The gateway: a charge is one PaymentIntent created and confirmed in one call, a refund one
+//! Refund of the order's intent, both under the saga's idempotency keys (`charge:{order}`,
+//! `refund:{order}`), which Stripe honours by replaying the first answer.
+//!
+//! The order is found by the intent's `metadata[order_id]` through Stripe's search API. Search is
+//! eventually consistent (Stripe: usually under a minute), so `find_charge` and `refund` right
+//! after a charge may not see it yet. A provider cannot void an order either: a charge that lands
+//! after the refund found nothing is refunded by a later refund (the contract's second branch).
+
+use super::{Answer, Client, StripeConfig, StripeConfigError};
+use crate::domain::{Charge, OrderId, Refund};
+use crate::error::GatewayError;
+use crate::ports::{ChargeRequest, PaymentGateway, Refunded};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// The Stripe-compatible payment gateway.
+#[derive(Debug, Clone)]
+pub struct StripePayments {
+    client: Client,
+}
+
+impl StripePayments {
+    pub fn new(config: StripeConfig) -> Result<StripePayments, StripeConfigError> {
+        Ok(StripePayments {
+            client: Client::new(config)?,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct PaymentIntent {
+    id: String,
+    amount: u64,
+    currency: String,
+    status: String,
+    created: i64,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StripeRefund {
+    id: String,
+    amount: u64,
+    #[serde(default)]
+    payment_intent: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    created: i64,
+    #[serde(default)]
+    metadata: HashMap<String, String>,
+}
+
+/// A list or a search result.
+#[derive(Debug, Deserialize)]
+struct List<T> {
+    data: Vec<T>,
+}
+
+fn timestamp(seconds: i64) -> Result<DateTime<Utc>, GatewayError> {
+    DateTime::from_timestamp(seconds, 0).ok_or_else(|| {
+        GatewayError::Unavailable(format!("payment provider sent a bad timestamp {seconds}"))
+    })
+}
+
+impl PaymentIntent {
+    /// The intent as the port's charge. Stripe writes currencies in lower case, the domain in
+    /// ISO 4217's upper case; key and order come back from the metadata the charge wrote.
+    fn into_charge(self, order_id: &OrderId) -> Result<Charge, GatewayError> {
+        let idempotency_key = self
+            .metadata
+            .get("idempotency_key")
+            .cloned()
+            .unwrap_or_else(|| order_id.charge_key());
+        Ok(Charge {
+            charge_id: self.id,
+            idempotency_key,
+            order_id: order_id.clone(),
+            amount_cents: self.amount,
+            currency: self.currency.to_ascii_uppercase(),
+            created_at: timestamp(self.created)?,
+        })
+    }
+}
+
+impl StripeRefund {
+    fn into_refund(self, charge: &Charge, key: &str) -> Result<Refund, GatewayError> {
+        Ok(Refund {
+            refund_id: self.id,
+            idempotency_key: self
+                .metadata
+                .get("idempotency_key")
+                .cloned()
+                .unwrap_or_else(|| key.to_owned()),
+            charge_id: self
+                .payment_intent
+                .unwrap_or_else(|| charge.charge_id.clone()),
+            order_id: charge.order_id.clone(),
+            amount_cents: self.amount,
+            created_at: timestamp(self.created)?,
+        })
+    }
+
+    /// Pending refunds count: the money is on its way back and must not be sent twice.
+    fn counts(&self) -> bool {
+        !matches!(self.status.as_deref(), Some("failed" | "canceled"))
+    }
+}
+
+impl StripePayments {
+    /// The order's refund, looked up after Stripe said the charge was refunded already (under
+    /// another key, or after the key expired).
+    async fn refund_of(&self, charge: &Charge, key: &str) -> Result<Refund, GatewayError> {
+        let request = self
+            .client
+            .get("/v1/refunds")
+            .query(&[("payment_intent", charge.charge_id.as_str())]);
+        match self.client.send::<List<StripeRefund>>(request).await? {
+            Answer::Ok { body, .. } => body
+                .data
+                .into_iter()
+                .filter(StripeRefund::counts)
+                .min_by_key(|r| r.created)
+                .ok_or_else(|| {
+                    GatewayError::Unavailable(format!(
+                        "payment provider says {} is refunded but lists no refund",
+                        charge.charge_id
+                    ))
+                })?
+                .into_refund(charge, key),
+            Answer::Failed { status, error } => Err(self.client.classify(status, &error)),
+        }
+    }
+}
+
+#[async_trait]
+impl PaymentGateway for StripePayments {
+    async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError> {
+        let amount = request.amount_cents.to_string();
+        let currency = request.currency.to_ascii_lowercase();
+        let form = [
+            ("amount", amount.as_str()),
+            ("currency", currency.as_str()),
+            ("payment_method", request.payment_method.as_str()),
+            ("confirm", "true"),
+            // The saga cannot send a customer to a bank's page: redirect methods are refused.
+            ("automatic_payment_methods[enabled]", "true"),
+            ("automatic_payment_methods[allow_redirects]", "never"),
+            ("metadata[order_id]", request.order_id.as_str()),
+            (
+                "metadata[idempotency_key]",
+                request.idempotency_key.as_str(),
+            ),
+        ];
+        let call = self
+            .client
+            .post("/v1/payment_intents", &request.idempotency_key)
+            .form(&form);
+        let intent = match self.client.send::<PaymentIntent>(call).await? {
+            Answer::Ok { body, .. } => body,
+            Answer::Failed { status, error } => {
+                return Err(self.client.classify(status, &error));
+            }
+        };
+        match intent.status.as_str() {
+            "succeeded" => intent.into_charge(&request.order_id),
+            // Asynchronous methods settle later; `find_charge` sees the intent once it has.
+            "processing" => Err(GatewayError::Unavailable(format!(
+                "payment {} is still processing",
+                intent.id
+            ))),
+            other => Err(GatewayError::Rejected(format!(
+                "payment {} ended {other}",
+                intent.id
+            ))),
+        }
+    }
+
+    /// The order's earliest succeeded intent (declined attempts leave intents that never
+    /// succeeded; a refunded intent stays `succeeded`).
+    async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError> {
+        // Order ids are letters, digits, '-' and '_': nothing to escape in the quoted value.
+        let query = format!("metadata['order_id']:'{order_id}'");
+        let request = self
+            .client
+            .get("/v1/payment_intents/search")
+            .query(&[("query", query.as_str())]);
+        match self.client.send::<List<PaymentIntent>>(request).await? {
+            Answer::Ok { body, .. } => body
+                .data
+                .into_iter()
+                .filter(|i| i.status == "succeeded")
+                .min_by_key(|i| i.created)
+                .map(|i| i.into_charge(order_id))
+                .transpose(),
+            Answer::Failed { status, error } => Err(self.client.classify(status, &error)),
+        }
+    }
+
+    /// Refunds the order's charge in full. The same key again is a replay (`Already`); another
+    /// key after a refund gets Stripe's `charge_already_refunded`, and the refund made is
+    /// returned as `Already`. No charge found: `NothingCharged` (see the module docs).
+    async fn refund(
+        &self,
+        order_id: &OrderId,
+        idempotency_key: &str,
+    ) -> Result<Refunded, GatewayError> {
+        let Some(charge) = self.find_charge(order_id).await? else {
+            return Ok(Refunded::NothingCharged);
+        };
+        let form = [
+            ("payment_intent", charge.charge_id.as_str()),
+            ("metadata[order_id]", order_id.as_str()),
+            ("metadata[idempotency_key]", idempotency_key),
+        ];
+        let call = self.client.post("/v1/refunds", idempotency_key).form(&form);
+        match self.client.send::<StripeRefund>(call).await? {
+            Answer::Ok { body, replayed } => {
+                let refund = body.into_refund(&charge, idempotency_key)?;
+                Ok(if replayed {
+                    Refunded::Already(refund)
+                } else {
+                    Refunded::Now(refund)
+                })
+            }
+            Answer::Failed { error, .. }
+                if error.code.as_deref() == Some("charge_already_refunded") =>
+            {
+                Ok(Refunded::Already(
+                    self.refund_of(&charge, idempotency_key).await?,
+                ))
+            }
+            Answer::Failed { status, error } => Err(self.client.classify(status, &error)),
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The Stripe gateway against a fake Stripe (`stripe_gateway/fake.rs`) that records the headers
+//! it receives: idempotency keys, authentication, declines, outages, timeouts, refunds, and the
+//! payment part of the adapter contract suite.
+
+#[path = "stripe_gateway/fake.rs"]
+mod fake;
+
+use fake::{FakeStripe, PM_DECLINED, SECRET_KEY};
+use std::sync::Arc;
+use std::time::Duration;
+use store::contract::{gateways, order_id};
+use store::{
+    ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded, SecretKey, StripeConfig,
+    StripePayments,
+};
+
+const TIMEOUT: Duration = Duration::from_millis(500);
+
+fn config(fake: &FakeStripe, key: &str) -> StripeConfig {
+    StripeConfig {
+        base_url: fake.base_url.clone(),
+        secret_key: SecretKey::new(key),
+        timeout: TIMEOUT,
+    }
+}
+
+async fn gateway() -> (FakeStripe, StripePayments) {
+    let fake = FakeStripe::start().await;
+    let payments = StripePayments::new(config(&fake, SECRET_KEY)).expect("gateway");
+    (fake, payments)
+}
+
+fn charge_of(id: &OrderId, amount_cents: u64, payment_method: &str) -> ChargeRequest {
+    ChargeRequest {
+        idempotency_key: id.charge_key(),
+        order_id: id.clone(),
+        amount_cents,
+        currency: "EUR".to_owned(),
+        payment_method: payment_method.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn charge_sends_its_idempotency_key_and_the_bearer_key() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("headers");
+    let charge = payments
+        .charge(&charge_of(&id, 3499, "pm_card_visa"))
+        .await
+        .expect("charge");
+    assert_eq!(
+        (charge.amount_cents, charge.currency.as_str()),
+        (3499, "EUR")
+    );
+    assert_eq!(charge.idempotency_key, format!("charge:{id}"));
+    let requests = fake.requests();
+    let [post] = requests.as_slice() else {
+        panic!("one request: {requests:?}");
+    };
+    assert_eq!(
+        (post.method.as_str(), post.path.as_str()),
+        ("POST", "/v1/payment_intents")
+    );
+    assert_eq!(
+        post.header("idempotency-key"),
+        Some(format!("charge:{id}").as_str())
+    );
+    assert_eq!(
+        post.header("authorization"),
+        Some(format!("Bearer {SECRET_KEY}").as_str())
+    );
+    assert_eq!(
+        post.header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert!(post.header("stripe-version").is_some());
+    let sent = |name| post.param(name);
+    assert_eq!(
+        (sent("amount"), sent("currency"), sent("payment_method")),
+        (Some("3499"), Some("eur"), Some("pm_card_visa")),
+        "Stripe's currencies are lower-case"
+    );
+    assert_eq!(sent("confirm"), Some("true"));
+    assert_eq!(sent("metadata[order_id]"), Some(id.as_str()));
+    assert_eq!(
+        sent("metadata[idempotency_key]"),
+        Some(id.charge_key().as_str())
+    );
+}
+
+#[tokio::test]
+async fn the_same_charge_twice_charges_once() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("twice");
+    let request = charge_of(&id, 1200, "pm_card_visa");
+    let first = payments.charge(&request).await.expect("charge");
+    let second = payments.charge(&request).await.expect("replay");
+    assert_eq!(first, second);
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn another_amount_under_the_same_key_is_key_reused() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("reuse");
+    payments
+        .charge(&charge_of(&id, 1200, "pm_card_visa"))
+        .await
+        .expect("charge");
+    let err = payments
+        .charge(&charge_of(&id, 1300, "pm_card_visa"))
+        .await
+        .expect_err("other amount");
+    assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
+    assert!(!err.is_transient());
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_declined_card_is_rejected_and_not_found_as_a_charge() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("declined");
+    let err = payments
+        .charge(&charge_of(&id, 1200, PM_DECLINED))
+        .await
+        .expect_err("declined");
+    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    assert!(!err.is_transient());
+    assert!(err.to_string().contains("declined"), "{err}");
+    assert_eq!(payments.find_charge(&id).await.expect("find"), None);
+    assert_eq!(fake.charges_of(id.as_str()), 0);
+}
+
+#[tokio::test]
+async fn an_outage_is_transient_and_the_retry_charges_once() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("outage");
+    let request = charge_of(&id, 900, "pm_card_visa");
+    fake.fail_next(1);
+    let err = payments.charge(&request).await.expect_err("503");
+    assert!(matches!(err, GatewayError::Unavailable(_)), "{err:?}");
+    assert!(err.is_transient());
+    let charge = payments.charge(&request).await.expect("retry");
+    assert_eq!(payments.find_charge(&id).await.expect("find"), Some(charge));
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+    let keys: Vec<_> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(keys, [Some(id.charge_key()), Some(id.charge_key())]);
+}
+
+#[tokio::test]
+async fn a_timed_out_charge_is_transient_and_made_once_when_retried() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("slow");
+    let request = charge_of(&id, 800, "pm_card_visa");
+    fake.delay(Some(TIMEOUT * 4));
+    let err = payments.charge(&request).await.expect_err("timeout");
+    assert!(matches!(err, GatewayError::Unavailable(_)), "{err:?}");
+    assert!(err.is_transient());
+    fake.delay(None);
+    // The slow answer's charge was made: the retry under the same key replays it.
+    payments.charge(&request).await.expect("retry");
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_is_transient() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base_url = format!("http://{}", listener.local_addr().expect("address"));
+    drop(listener);
+    let payments = StripePayments::new(StripeConfig {
+        base_url,
+        secret_key: SecretKey::new(SECRET_KEY),
+        timeout: TIMEOUT,
+    })
+    .expect("gateway");
+    let id = order_id("unreachable");
+    let err = payments
+        .charge(&charge_of(&id, 100, "pm_card_visa"))
+        .await
+        .expect_err("no server");
+    assert!(matches!(err, GatewayError::Unavailable(_)), "{err:?}");
+    let err = payments.find_charge(&id).await.expect_err("no server");
+    assert!(err.is_transient(), "{err:?}");
+}
+
+#[tokio::test]
+async fn refund_sends_its_key_and_twice_is_already() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("refund");
+    let charge = payments
+        .charge(&charge_of(&id, 2500, "pm_card_visa"))
+        .await
+        .expect("charge");
+    let Refunded::Now(refund) = payments
+        .refund(&id, &id.refund_key())
+        .await
+        .expect("refund")
+    else {
+        panic!("the first refund refunds");
+    };
+    assert_eq!(
+        (&refund.charge_id, refund.amount_cents, &refund.order_id),
+        (&charge.charge_id, 2500, &id)
+    );
+    assert_eq!(refund.idempotency_key, format!("refund:{id}"));
+    assert_eq!(
+        payments.refund(&id, &id.refund_key()).await.expect("again"),
+        Refunded::Already(refund.clone())
+    );
+    let posts: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/refunds")
+        .collect();
+    assert_eq!(posts.len(), 2);
+    for post in &posts {
+        assert_eq!(
+            post.header("idempotency-key"),
+            Some(format!("refund:{id}").as_str())
+        );
+        assert_eq!(
+            post.header("authorization"),
+            Some(format!("Bearer {SECRET_KEY}").as_str())
+        );
+    }
+    // Under another key Stripe says "already refunded": the refund made is looked up.
+    assert_eq!(
+        payments
+            .refund(&id, "refund:other")
+            .await
+            .expect("other key"),
+        Refunded::Already(refund)
+    );
+    assert_eq!(fake.refunds_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn refund_without_a_charge_is_nothing_charged() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("refund-none");
+    assert_eq!(
+        payments
+            .refund(&id, &id.refund_key())
+            .await
+            .expect("refund"),
+        Refunded::NothingCharged
+    );
+    assert!(fake.requests().iter().all(|r| r.method == "GET"));
+}
+
+#[tokio::test]
+async fn find_charge_finds_the_orders_charge_only() {
+    let (fake, payments) = gateway().await;
+    let (id, other) = (order_id("find"), order_id("find-other"));
+    assert_eq!(payments.find_charge(&id).await.expect("find"), None);
+    let charge = payments
+        .charge(&charge_of(&id, 4200, "pm_card_visa"))
+        .await
+        .expect("charge");
+    payments
+        .charge(&charge_of(&other, 100, "pm_card_visa"))
+        .await
+        .expect("other charge");
+    assert_eq!(payments.find_charge(&id).await.expect("find"), Some(charge));
+    let search = fake.requests().pop().expect("the search");
+    assert_eq!(
+        (search.path.as_str(), search.param("query")),
+        (
+            "/v1/payment_intents/search",
+            Some(format!("metadata['order_id']:'{id}'").as_str())
+        )
+    );
+}
+
+#[tokio::test]
+async fn the_secret_key_never_shows_in_debug_or_errors() {
+    let fake = FakeStripe::start().await;
+    let wrong = "sk_test_wrong_key_that_must_not_leak";
+    let config = config(&fake, wrong);
+    assert!(!format!("{config:?}").contains(wrong));
+    let payments = StripePayments::new(config).expect("gateway");
+    assert!(!format!("{payments:?}").contains(wrong));
+    let id = order_id("leak");
+    // The fake quotes the key it got in its 401 message.
+    let err = payments
+        .charge(&charge_of(&id, 100, "pm_card_visa"))
+        .await
+        .expect_err("unauthorised");
+    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    assert!(err.to_string().contains("Invalid API Key"), "{err}");
+    assert!(!err.to_string().contains(wrong), "{err}");
+    assert!(!format!("{err:?}").contains(wrong), "{err:?}");
+}
+
+mod contract {
+    //! The payment part of the adapter contract suite (`store::contract::gateways`).
+
+    use super::*;
+
+    #[tokio::test]
+    async fn charge_is_once_per_key() {
+        let (_fake, payments) = gateway().await;
+        gateways::charge_is_once_per_key(&payments).await;
+    }
+
+    #[tokio::test]
+    async fn charge_key_reuse_with_other_amount_is_refused() {
+        let (_fake, payments) = gateway().await;
+        gateways::charge_key_reuse_with_other_amount_is_refused(&payments).await;
+    }
+
+    #[tokio::test]
+    async fn refund_is_once_and_noop_without_charge() {
+        let (_fake, payments) = gateway().await;
+        gateways::refund_is_once_and_noop_without_charge(&payments).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_charges_with_one_key_charge_once() {
+        let (fake, payments) = gateway().await;
+        gateways::concurrent_charges_with_one_key_charge_once(Arc::new(payments)).await;
+        assert_eq!(fake.requests().len(), 8);
+    }
+}

@@ -1,0 +1,445 @@
+//! A fake Stripe on `127.0.0.1:0`: the PaymentIntents and Refunds endpoints the gateway uses,
+//! with Stripe's idempotency (the same key and parameters replay the first answer with
+//! `Idempotent-Replayed: true`, other parameters are a 400 `idempotency_error`), its decline test
+//! card, switches for an outage (503) and a slow answer, and a record of every request's headers.
+
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Stripe's test card that is always declined.
+pub const PM_DECLINED: &str = "pm_card_chargeDeclined";
+pub const SECRET_KEY: &str = "sk_test_fake_0123456789abcdef";
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    /// The form body's or query's parameters, as sent.
+    pub params: Vec<(String, String)>,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The first answer under a key, and what it was asked.
+struct Saved {
+    path: String,
+    params: Vec<(String, String)>,
+    status: StatusCode,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Ledger {
+    requests: Vec<Recorded>,
+    intents: Vec<Value>,
+    refunds: Vec<Value>,
+    keys: HashMap<String, Saved>,
+    next_id: u64,
+    fail_next: usize,
+    delay: Option<Duration>,
+}
+
+type Shared = Arc<Mutex<Ledger>>;
+
+/// A running fake; it stops with the test's runtime.
+#[derive(Clone)]
+pub struct FakeStripe {
+    pub base_url: String,
+    ledger: Shared,
+}
+
+impl FakeStripe {
+    pub async fn start() -> FakeStripe {
+        let ledger = Shared::default();
+        let app = Router::new()
+            .route("/v1/payment_intents", post(create_intent))
+            .route("/v1/payment_intents/search", get(search_intents))
+            .route("/v1/refunds", post(create_refund).get(list_refunds))
+            .route("/v1/{*rest}", get(not_found).post(not_found))
+            .with_state(ledger.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base_url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeStripe { base_url, ledger }
+    }
+
+    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().expect("ledger")
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.ledger().requests.clone()
+    }
+
+    /// The next `n` requests are answered 503 before anything is done.
+    pub fn fail_next(&self, n: usize) {
+        self.ledger().fail_next = n;
+    }
+
+    /// Answers are sent this much later (after the work is done, as a slow network would).
+    pub fn delay(&self, by: Option<Duration>) {
+        self.ledger().delay = by;
+    }
+
+    /// Succeeded payment intents of the order: the money actually taken.
+    pub fn charges_of(&self, order_id: &str) -> usize {
+        self.ledger()
+            .intents
+            .iter()
+            .filter(|i| i["metadata"]["order_id"] == order_id && i["status"] == "succeeded")
+            .count()
+    }
+
+    pub fn refunds_of(&self, order_id: &str) -> usize {
+        self.ledger()
+            .refunds
+            .iter()
+            .filter(|r| r["metadata"]["order_id"] == order_id)
+            .count()
+    }
+}
+
+fn error(status: StatusCode, kind: &str, code: Option<&str>, message: &str) -> (StatusCode, Value) {
+    let mut body = json!({"error": {"type": kind, "message": message}});
+    if let Some(code) = code {
+        body["error"]["code"] = json!(code);
+    }
+    (status, body)
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// What every request goes through: recorded, authenticated, maybe failed. `Ok` means "go on",
+/// with the delay to apply once the work is done.
+fn admit(
+    ledger: &Shared,
+    method: Method,
+    path: &str,
+    headers: &HeaderMap,
+    params: &[(String, String)],
+) -> Result<Option<Duration>, (StatusCode, Value)> {
+    let mut l = ledger.lock().expect("ledger");
+    l.requests.push(Recorded {
+        method,
+        path: path.to_owned(),
+        headers: headers.clone(),
+        params: params.to_vec(),
+    });
+    if l.fail_next > 0 {
+        l.fail_next -= 1;
+        let (s, b) = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            None,
+            "fake outage",
+        );
+        return Err((s, b));
+    }
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
+    if auth != Some(&format!("Bearer {SECRET_KEY}")) {
+        // Worse than Stripe, which masks most of it: quotes the key it got in full.
+        let (s, b) = error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            None,
+            &format!("Invalid API Key provided: {}", auth.unwrap_or("none")),
+        );
+        return Err((s, b));
+    }
+    Ok(l.delay)
+}
+
+async fn answer(
+    delay: Option<Duration>,
+    status: StatusCode,
+    body: Value,
+    replayed: bool,
+) -> Response {
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    let mut response = (status, Json(body)).into_response();
+    if replayed {
+        response
+            .headers_mut()
+            .insert("Idempotent-Replayed", "true".parse().expect("header"));
+    }
+    response
+}
+
+/// Runs a POST under Stripe's idempotency rules: `work` runs once per key.
+async fn idempotent(
+    ledger: Shared,
+    path: &str,
+    headers: HeaderMap,
+    mut params: Vec<(String, String)>,
+    work: fn(&mut Ledger, &HashMap<String, String>) -> (StatusCode, Value),
+) -> Response {
+    let delay = match admit(&ledger, Method::POST, path, &headers, &params) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    params.sort();
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let (status, body, replayed) = {
+        let mut l = ledger.lock().expect("ledger");
+        match key.as_ref().and_then(|k| l.keys.get(k)) {
+            Some(saved) if saved.path == path && saved.params == params => {
+                (saved.status, saved.body.clone(), true)
+            }
+            Some(_) => {
+                let (s, b) = error(
+                    StatusCode::BAD_REQUEST,
+                    "idempotency_error",
+                    None,
+                    "Keys for idempotent requests can only be used with the same parameters \
+                     they were first used with.",
+                );
+                (s, b, false)
+            }
+            None => {
+                let map = params.iter().cloned().collect();
+                let (status, body) = work(&mut l, &map);
+                if let Some(key) = key {
+                    l.keys.insert(
+                        key,
+                        Saved {
+                            path: path.to_owned(),
+                            params,
+                            status,
+                            body: body.clone(),
+                        },
+                    );
+                }
+                (status, body, false)
+            }
+        }
+    };
+    answer(delay, status, body, replayed).await
+}
+
+async fn create_intent(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Form(params): Form<Vec<(String, String)>>,
+) -> Response {
+    idempotent(ledger, "/v1/payment_intents", headers, params, |l, p| {
+        let (Some(amount), Some(currency), Some(method)) = (
+            p.get("amount").and_then(|a| a.parse::<u64>().ok()),
+            p.get("currency"),
+            p.get("payment_method"),
+        ) else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("parameter_missing"),
+                "amount, currency and payment_method are required",
+            );
+        };
+        if p.get("confirm").map(String::as_str) != Some("true") {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                "this fake only creates and confirms at once",
+            );
+        }
+        l.next_id += 1;
+        let declined = method == PM_DECLINED;
+        let id = format!("pi_fake{}", l.next_id);
+        let metadata: serde_json::Map<String, Value> = p
+            .iter()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix("metadata[")?.strip_suffix(']')?;
+                Some((name.to_owned(), json!(v)))
+            })
+            .collect();
+        let intent = json!({
+            "id": id,
+            "object": "payment_intent",
+            "amount": amount,
+            "currency": currency,
+            "payment_method": method,
+            "status": if declined { "requires_payment_method" } else { "succeeded" },
+            "created": now(),
+            "latest_charge": format!("ch_fake{}", l.next_id),
+            "metadata": metadata,
+        });
+        l.intents.push(intent.clone());
+        if declined {
+            let (s, mut b) = error(
+                StatusCode::PAYMENT_REQUIRED,
+                "card_error",
+                Some("card_declined"),
+                "Your card was declined.",
+            );
+            b["error"]["decline_code"] = json!("generic_decline");
+            b["error"]["payment_intent"] = intent;
+            return (s, b);
+        }
+        (StatusCode::OK, intent)
+    })
+    .await
+}
+
+async fn create_refund(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Form(params): Form<Vec<(String, String)>>,
+) -> Response {
+    idempotent(ledger, "/v1/refunds", headers, params, |l, p| {
+        let intent = p
+            .get("payment_intent")
+            .and_then(|id| l.intents.iter().find(|i| i["id"] == id.as_str()))
+            .cloned();
+        let Some(intent) = intent.filter(|i| i["status"] == "succeeded") else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("resource_missing"),
+                "No such payment_intent",
+            );
+        };
+        if l.refunds
+            .iter()
+            .any(|r| r["payment_intent"] == intent["id"])
+        {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("charge_already_refunded"),
+                &format!(
+                    "Charge {} has already been refunded.",
+                    intent["latest_charge"]
+                ),
+            );
+        }
+        l.next_id += 1;
+        let metadata: serde_json::Map<String, Value> = p
+            .iter()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix("metadata[")?.strip_suffix(']')?;
+                Some((name.to_owned(), json!(v)))
+            })
+            .collect();
+        let refund = json!({
+            "id": format!("re_fake{}", l.next_id),
+            "object": "refund",
+            "amount": intent["amount"],
+            "currency": intent["currency"],
+            "charge": intent["latest_charge"],
+            "payment_intent": intent["id"],
+            "status": "succeeded",
+            "created": now(),
+            "metadata": metadata,
+        });
+        l.refunds.push(refund.clone());
+        (StatusCode::OK, refund)
+    })
+    .await
+}
+
+async fn search_intents(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let path = "/v1/payment_intents/search";
+    let params: Vec<_> = query.clone().into_iter().collect();
+    let delay = match admit(&ledger, Method::GET, path, &headers, &params) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    // The one query the gateway makes: metadata['order_id']:'<id>'.
+    let order = query.get("query").and_then(|q| {
+        q.strip_prefix("metadata['order_id']:'")?
+            .strip_suffix('\'')
+            .map(str::to_owned)
+    });
+    let Some(order) = order else {
+        let (s, b) = error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            None,
+            "unsupported search query",
+        );
+        return answer(delay, s, b, false).await;
+    };
+    let data: Vec<Value> = {
+        let l = ledger.lock().expect("ledger");
+        // Stripe lists newest first.
+        l.intents
+            .iter()
+            .rev()
+            .filter(|i| i["metadata"]["order_id"] == order.as_str())
+            .cloned()
+            .collect()
+    };
+    let body = json!({"object": "search_result", "data": data, "has_more": false});
+    answer(delay, StatusCode::OK, body, false).await
+}
+
+async fn list_refunds(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let params: Vec<_> = query.clone().into_iter().collect();
+    let delay = match admit(&ledger, Method::GET, "/v1/refunds", &headers, &params) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    let data: Vec<Value> = {
+        let l = ledger.lock().expect("ledger");
+        l.refunds
+            .iter()
+            .rev()
+            .filter(|r| {
+                query
+                    .get("payment_intent")
+                    .is_none_or(|id| r["payment_intent"] == id.as_str())
+            })
+            .cloned()
+            .collect()
+    };
+    let body = json!({"object": "list", "data": data, "has_more": false});
+    answer(delay, StatusCode::OK, body, false).await
+}
+
+async fn not_found(Path(rest): Path<String>) -> impl IntoResponse {
+    let (s, b) = error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        None,
+        &format!("Unrecognized request URL /v1/{rest}"),
+    );
+    (s, Json(b))
+}
