@@ -66,3 +66,32 @@ impl<'a> Cursor<'a> {
         end <= self.chars.len() && self.chars[self.pos..end].iter().copied().eq(word.chars())
     }
 }
+
+/// A parser over a [`Cursor`]; `K` tells one grammar's parser from another's, so each grammar
+/// adds its own methods (`impl Parser<'_, MyGrammar>`) without clashing.
+pub(crate) struct Parser<'a, K> {
+    cursor: Cursor<'a>,
+    _grammar: std::marker::PhantomData<K>,
+}
+
+impl<'a, K> Parser<'a, K> {
+    pub fn new(text: &'a str, kind: &'static str) -> Self {
+        Parser {
+            cursor: Cursor::new(text, kind),
+            _grammar: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<'a, K> std::ops::Deref for Parser<'a, K> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.cursor
+    }
+}
+
+impl<K> std::ops::DerefMut for Parser<'_, K> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cursor
+    }
+}

@@ -6,7 +6,7 @@
 
 mod functions;
 
-use super::cursor::Cursor;
+use super::cursor;
 use super::{DataError, Scope, jsonpath};
 use serde_json::Value;
 
@@ -93,9 +93,7 @@ fn unescape(raw: &str) -> String {
 }
 
 fn parse(expr: &str) -> Result<Call, String> {
-    let mut p = Parser {
-        cursor: Cursor::new(expr, "intrinsic function"),
-    };
+    let mut p = Parser::new(expr, "intrinsic function");
     p.skip_ws();
     let call = p.call()?;
     p.skip_ws();
@@ -105,22 +103,10 @@ fn parse(expr: &str) -> Result<Call, String> {
     Ok(call)
 }
 
-struct Parser<'a> {
-    cursor: Cursor<'a>,
-}
+/// The grammar of this module's [`Parser`].
+enum IntrinsicCall {}
 
-impl<'a> std::ops::Deref for Parser<'a> {
-    type Target = Cursor<'a>;
-    fn deref(&self) -> &Cursor<'a> {
-        &self.cursor
-    }
-}
-
-impl std::ops::DerefMut for Parser<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.cursor
-    }
-}
+type Parser<'a> = cursor::Parser<'a, IntrinsicCall>;
 
 impl Parser<'_> {
     fn call(&mut self) -> Result<Call, String> {

@@ -2,7 +2,7 @@
 //! hand-written recursive-descent parser. Parsing never panics; every malformed input is a
 //! `String` error that names the path and the position.
 
-use crate::data::cursor::Cursor;
+use crate::data::cursor;
 use serde_json::Value;
 
 /// What a path starts from.
@@ -93,9 +93,7 @@ impl Path {
 
 /// Parses a whole path (`$…`, `$$…`, `$var…`).
 pub fn parse(text: &str) -> Result<Path, String> {
-    let mut p = Parser {
-        cursor: Cursor::new(text, "JSONPath"),
-    };
+    let mut p = Parser::new(text, "JSONPath");
     let path = p.path()?;
     if !p.at_end() {
         return Err(p.error("unexpected character"));
@@ -108,22 +106,10 @@ pub fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
-struct Parser<'a> {
-    cursor: Cursor<'a>,
-}
+/// The grammar of this module's [`Parser`].
+enum JsonPathSyntax {}
 
-impl<'a> std::ops::Deref for Parser<'a> {
-    type Target = Cursor<'a>;
-    fn deref(&self) -> &Cursor<'a> {
-        &self.cursor
-    }
-}
-
-impl std::ops::DerefMut for Parser<'_> {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.cursor
-    }
-}
+type Parser<'a> = cursor::Parser<'a, JsonPathSyntax>;
 
 impl Parser<'_> {
     fn path(&mut self) -> Result<Path, String> {
