@@ -4,6 +4,7 @@
 pub mod config;
 pub mod http;
 pub mod orders;
+mod panic;
 pub mod saga;
 pub mod sfn_server;
 pub mod startup;

@@ -177,10 +177,6 @@ async fn unknown_route() -> Problem {
 }
 
 fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
-    let message = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic");
+    let message = crate::panic::message(panic.as_ref());
     Problem::internal(&format_args!("handler panicked: {message}")).into_response()
 }

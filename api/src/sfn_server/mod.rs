@@ -154,11 +154,7 @@ async fn unknown_route() -> SfnError {
 }
 
 fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
-    let message = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic");
+    let message = crate::panic::message(panic.as_ref());
     SfnError::internal(
         "InternalError",
         &format_args!("handler panicked: {message}"),
