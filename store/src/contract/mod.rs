@@ -110,6 +110,8 @@ macro_rules! contract_suite {
             create_is_conditional,
             get_of_an_unknown_order_is_none,
             execution_is_recorded_once,
+            charge_is_recorded_once,
+            charge_is_recorded_whatever_the_status,
             status_moves_forward_only,
             failure_is_recorded_once_and_only_with_compensation,
             writes_to_an_unknown_order_are_not_found,
