@@ -21,7 +21,7 @@ async fn refunded(saga: &Saga, id: &str) -> bool {
     matches!(
         saga.ports
             .payments
-            .refund(&id, &id.refund_key())
+            .refund(&id, None, &id.refund_key())
             .await
             .unwrap(),
         Refunded::Already(_)

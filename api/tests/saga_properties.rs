@@ -295,7 +295,7 @@ async fn run(plan: Plan) {
                 let again = saga
                     .ports
                     .payments
-                    .refund(id, &id.refund_key())
+                    .refund(id, None, &id.refund_key())
                     .await
                     .unwrap();
                 assert!(

@@ -21,7 +21,7 @@ pub async fn refund(
         .await?;
     let refunded = ports
         .payments
-        .refund(order_id, &order_id.refund_key())
+        .refund(order_id, None, &order_id.refund_key())
         .await?;
     match &refunded {
         Refunded::Now(r) => {

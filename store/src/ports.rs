@@ -175,9 +175,17 @@ pub trait PaymentGateway: Send + Sync {
     async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError>;
 
     /// Refunds the order's charge in full, once per idempotency key.
+    ///
+    /// With `charge_id` (the one the charge step recorded on the order) that charge is refunded,
+    /// after checking it is the order's: a charge the provider does not know, or another order's,
+    /// is `Rejected` and nothing is refunded. With `None` (the charge step never reported: it
+    /// timed out, or its answer was lost) the gateway finds the order's charge itself, as
+    /// `find_charge` does, which a provider may see only after a delay; so pass the recorded id
+    /// whenever there is one.
     async fn refund(
         &self,
         order_id: &OrderId,
+        charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError>;
 }

@@ -133,7 +133,9 @@ macro_rules! contract_suite {
         $crate::contract_suite!(@each $fresh, gateways, payments:
             charge_is_once_per_key,
             charge_key_reuse_with_other_amount_is_refused,
-            refund_is_once_and_noop_without_charge
+            refund_is_once_and_noop_without_charge,
+            refund_by_charge_id_refunds_that_charge,
+            refund_by_a_charge_id_not_the_orders_is_refused
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
             one_shipment_per_order,

@@ -74,6 +74,12 @@ fn charge_by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<Charge
         .optional()
 }
 
+fn charge_by_id(conn: &Connection, charge_id: &str) -> rusqlite::Result<Option<ChargeRow>> {
+    conn.prepare_cached(&format!("{SELECT_CHARGE} WHERE charge_id = ?1"))?
+        .query_row([charge_id], charge_from_row)
+        .optional()
+}
+
 /// The order's first charge: the one the saga made (a provider would accept more, under other
 /// keys; the saga only ever uses `charge:{order}`).
 fn charge_of_order(conn: &Connection, id: &OrderId) -> rusqlite::Result<Option<ChargeRow>> {
@@ -224,17 +230,19 @@ impl PaymentGateway for SandboxPayments {
         Ok(found)
     }
 
-    /// Refunds the order's charge in full. A charge refunded before under another key is not
-    /// refunded again: that refund is returned as `Already`, since nothing is left to give back.
-    /// A refund that finds no charge voids the order: a charge that lands late (a step the
-    /// workflow gave up on, still running somewhere) is refused, because no compensation would
-    /// ever run for it.
+    /// Refunds the order's charge in full: the one named, or else the order's first. A charge
+    /// refunded before under another key is not refunded again: that refund is returned as
+    /// `Already`, since nothing is left to give back. A refund that finds no charge voids the
+    /// order: a charge that lands late (a step the workflow gave up on, still running somewhere)
+    /// is refused, because no compensation would ever run for it.
     async fn refund(
         &self,
         order_id: &OrderId,
+        charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError> {
         let id = order_id.clone();
+        let charge_id = charge_id.map(str::to_owned);
         let key = idempotency_key.to_owned();
         self.store
             .write(
@@ -249,10 +257,29 @@ impl PaymentGateway for SandboxPayments {
                         }
                         return Ok(Ok(Refunded::Already(refund)));
                     }
-                    let Some(ChargeRow { charge, .. }) = charge_of_order(&tx, &id)? else {
-                        bump_attempt(&tx, &void_key(&id))?;
-                        tx.commit()?;
-                        return Ok(Ok(Refunded::NothingCharged));
+                    let charge = match charge_id {
+                        Some(charge_id) => match charge_by_id(&tx, &charge_id)? {
+                            Some(row) if row.charge.order_id == id => row.charge,
+                            Some(row) => {
+                                return Ok(Err(GatewayError::Rejected(format!(
+                                    "charge {charge_id} is order {}'s, not {id}'s",
+                                    row.charge.order_id
+                                ))));
+                            }
+                            None => {
+                                return Ok(Err(GatewayError::Rejected(format!(
+                                    "no charge {charge_id} (order {id})"
+                                ))));
+                            }
+                        },
+                        None => match charge_of_order(&tx, &id)? {
+                            Some(row) => row.charge,
+                            None => {
+                                bump_attempt(&tx, &void_key(&id))?;
+                                tx.commit()?;
+                                return Ok(Ok(Refunded::NothingCharged));
+                            }
+                        },
                     };
                     if let Some(refund) = refund_where(&tx, "charge_id", &charge.charge_id)? {
                         return Ok(Ok(Refunded::Already(refund)));
