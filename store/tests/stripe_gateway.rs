@@ -1,12 +1,9 @@
-//! The Stripe gateway against a fake Stripe (`stripe_gateway/fake.rs`) that records the headers
+//! The Stripe gateway against a fake Stripe (`store::contract::fake_stripe`) that records the headers
 //! it receives: idempotency keys, authentication, declines, outages, timeouts, refunds (by the
 //! charge id while search lags behind, and by search), and the payment part of the adapter
 //! contract suite.
 
-#[path = "stripe_gateway/fake.rs"]
-mod fake;
-
-use fake::{FakeStripe, PM_DECLINED, SECRET_KEY};
+use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
 use std::sync::Arc;
 use std::time::Duration;
 use store::contract::{gateways, order_id};
