@@ -161,13 +161,14 @@ impl WorkflowPort for AwsWorkflow {
     }
 
     /// Step Functions answers a repeat start of a running execution with the same input like a
-    /// first start, so a success is a repeat when the execution started before this call (the
-    /// start date AWS gives back; a clock of this host ahead of AWS's by more than the time
-    /// a start takes would make a new execution look repeated). Any other reuse of the name is
-    /// `ExecutionAlreadyExists`; the execution is then described: a closed one, whatever its
-    /// input, is "already started", a running one with another input is the error. The
-    /// embedded adapter describes first instead; here that would spend DescribeExecution's
-    /// much smaller quota on every order.
+    /// first start, so a success is a repeat when the start date AWS gives back (milliseconds)
+    /// falls in an earlier millisecond than this call began. So a repeat in the very
+    /// millisecond of the first start looks new, and so would repeats within the skew of a
+    /// host clock behind AWS's; a clock ahead would make new executions look repeated.
+    /// Any other reuse of the name is `ExecutionAlreadyExists`; the execution is then
+    /// described: a closed one, whatever its input, is "already started", a running one with
+    /// another input is the error. The embedded adapter describes first instead; here that
+    /// would spend DescribeExecution's much smaller quota on every order.
     async fn start_execution(
         &self,
         name: &str,
