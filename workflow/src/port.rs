@@ -1,6 +1,7 @@
 //! The workflow port: the Step Functions verbs the service needs, for one state machine.
-//! Adapters: `embedded` (the in-process engine) and, later, AWS Step Functions. Adapters map
-//! their errors into [`WorkflowError`]; no engine or SDK error leaves them.
+//! Adapters: `embedded` (the in-process engine) and `aws` (AWS Step Functions, or anything
+//! speaking its API). Adapters map their errors into [`WorkflowError`]; no engine or SDK error
+//! leaves them.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
