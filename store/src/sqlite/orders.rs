@@ -8,7 +8,7 @@ use super::{
 };
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{Created, Decided, OrderRepository, PendingApproval};
+use crate::ports::{Created, Decided, DecisionPlan, OrderRepository, PendingApproval};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -266,22 +266,9 @@ impl OrderRepository for SqliteStore {
         let reason = reason.map(str::to_owned);
         self.write(move |conn| {
             let tx = immediate(conn)?;
-            let order = load_existing(&tx, &id)?;
-            let approval = order.approval.as_ref();
-            if let Some(previous) = approval.and_then(|a| a.decision) {
-                return Ok(if previous == decision {
-                    Decided::Replayed(order)
-                } else {
-                    Decided::Conflict(order)
-                });
-            }
-            let token = match approval.and_then(|a| a.task_token.clone()) {
-                Some(token) if order.status == OrderStatus::AwaitingApproval => token,
-                _ => return Ok(Decided::NotAwaiting(order)),
-            };
-            let status = match decision {
-                Decision::Approve => OrderStatus::Approved,
-                Decision::Reject => OrderStatus::AwaitingApproval,
+            let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision) {
+                DecisionPlan::Answer(answer) => return Ok(answer),
+                DecisionPlan::Record { token, status } => (token, status),
             };
             let changed = tx
                 .prepare_cached(
