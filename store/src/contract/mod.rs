@@ -9,6 +9,7 @@
 
 pub mod gateways;
 pub mod inventory;
+pub mod moto;
 pub mod orders;
 
 use crate::domain::*;
