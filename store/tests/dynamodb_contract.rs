@@ -228,3 +228,10 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
     assert!(item.contains_key(dynamodb::APPROVAL_REQUESTED_AT));
     assert!(!item.contains_key(dynamodb::APPROVAL_QUEUE));
 }
+
+#[test]
+fn ci_installs_the_moto_version_these_tests_were_checked_against() {
+    let ci = include_str!("../../.ci/run");
+    let pin = format!("'moto[server]=={}'", moto::MOTO_VERSION);
+    assert!(ci.contains(&pin), ".ci/run must install {pin}");
+}
