@@ -10,21 +10,23 @@ use engine::ExecutionStatus;
 use harness::{Saga, large, request, small};
 use serde_json::json;
 use std::time::Duration;
-use store::{Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
+use store::{ChargeRequest, Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
 use workflow::definition::Activity;
 use workflow::steps::approval::{DecisionResult, decide};
 use workflow::{StepOutcome, StepTask, WorkflowPort};
 
+/// Whether the order's recorded charge was refunded.
 async fn refunded(saga: &Saga, id: &str) -> bool {
-    let id = store::OrderId::parse(id).unwrap();
+    let order = saga.order(id).await;
+    let recorded = order.charge_id.as_deref();
     // Refunding again under the same key replays the earlier refund, if there was one.
     matches!(
         saga.ports
             .payments
-            .refund(&id, &id.refund_key())
+            .refund(order.id(), recorded, &order.id().refund_key())
             .await
             .unwrap(),
-        Refunded::Already(_)
+        Refunded::Already(r) if Some(r.charge_id.as_str()) == recorded
     )
 }
 
@@ -190,6 +192,11 @@ async fn lost_response_is_retried_and_still_charged_once() {
         output["payment"]["chargeId"],
         json!(charge.charge_id),
         "the retry saw the existing charge"
+    );
+    assert_eq!(
+        saga.order("o-lost").await.charge_id,
+        Some(charge.charge_id),
+        "and recorded it"
     );
 }
 
@@ -469,6 +476,51 @@ async fn compensations_of_steps_that_never_happened_are_recorded_no_ops() {
     let order = saga.order("o-noop").await;
     assert_eq!(order.status, OrderStatus::Cancelled);
     assert_eq!(order.failure.unwrap().error, "States.Timeout");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_charge_the_order_never_recorded_is_found_and_refunded() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    let order = saga
+        .place(small("o-unrecorded", "book", "pm_card_visa"))
+        .await;
+    // A charge step that charged, then timed out before it could record the charge.
+    let charge = saga
+        .ports
+        .payments
+        .charge(&ChargeRequest {
+            idempotency_key: order.id().charge_key(),
+            order_id: order.id().clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            payment_method: order.new.payment_method.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(saga.order("o-unrecorded").await.charge_id, None);
+    let task = StepTask {
+        task_token: "t".into(),
+        input: json!({"orderId": "o-unrecorded", "failure": {"Error": "States.Timeout", "Cause": "charge timed out"}}),
+    };
+    let StepOutcome::Done(output) = saga.ports.step(Activity::RefundPayment).run(task).await else {
+        panic!("the refund step must succeed");
+    };
+    assert_eq!(
+        (&output["refunded"], &output["amountCents"]),
+        (&json!(true), &json!(charge.amount_cents)),
+        "{output}"
+    );
+    let again = saga
+        .ports
+        .payments
+        .refund(order.id(), None, &order.id().refund_key())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&again, Refunded::Already(r) if r.charge_id == charge.charge_id),
+        "{again:?}"
+    );
 }
 
 /// A worker that takes a task, does the side effect, and dies before answering.

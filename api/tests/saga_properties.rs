@@ -278,10 +278,23 @@ async fn run(plan: Plan) {
         assert!(m.refunds.len() <= m.charges.len(), "{id}: {m:?}");
         let charge = saga.ports.payments.find_charge(id).await.unwrap();
         assert_eq!(charge.is_some(), !m.charges.is_empty(), "{id}");
+        // A charge id recorded on the order is the provider's charge of the order.
+        if let Some(recorded) = &now.charge_id {
+            assert_eq!(
+                Some(recorded),
+                charge.as_ref().map(|c| &c.charge_id),
+                "{id}"
+            );
+        }
         let shipment = saga.ports.shipping.shipment(id).await.unwrap();
         if succeeded {
             let charge = charge.as_ref().expect("a completed order was charged");
             assert_eq!(charge.amount_cents, order.new.amount_cents, "{id}");
+            assert_eq!(
+                now.charge_id.as_ref(),
+                Some(&charge.charge_id),
+                "{id}: the charge step reported success without recording its charge"
+            );
             assert!(shipment.is_some(), "{id}: completed without a shipment");
             assert!(m.refunds.is_empty(), "{id}: completed and refunded: {m:?}");
             for (sku, q) in o.demand() {
@@ -295,7 +308,7 @@ async fn run(plan: Plan) {
                 let again = saga
                     .ports
                     .payments
-                    .refund(id, &id.refund_key())
+                    .refund(id, now.charge_id.as_deref(), &id.refund_key())
                     .await
                     .unwrap();
                 assert!(

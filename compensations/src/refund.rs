@@ -1,5 +1,6 @@
 //! RefundPayment: voids the order's shipping, then refunds its charge in full under
-//! `refund:{orderId}`; nothing to do when nothing was charged.
+//! `refund:{orderId}`: the charge recorded on the order, or, when the charge step never reported,
+//! the one the gateway finds; nothing to do when nothing was charged.
 
 use crate::shipped::void_shipping;
 use crate::{CompensationError, Outcome, Ports};
@@ -15,13 +16,16 @@ pub async fn refund(
     {
         return Ok(Outcome::Shipped(shipment));
     }
-    ports
+    let order = ports
         .orders
         .advance(order_id, OrderStatus::Compensating, Some(failure))
         .await?;
+    if order.charge_id.is_none() {
+        tracing::debug!(order_id = %order_id, "no charge recorded; the gateway looks for one");
+    }
     let refunded = ports
         .payments
-        .refund(order_id, &order_id.refund_key())
+        .refund(order_id, order.charge_id.as_deref(), &order_id.refund_key())
         .await?;
     match &refunded {
         Refunded::Now(r) => {

@@ -200,6 +200,10 @@ pub struct Order {
     pub new: NewOrder,
     pub status: OrderStatus,
     pub execution_arn: Option<String>,
+    /// The payment provider's id of the order's charge, once the charge step saw it succeed:
+    /// the refund goes by it instead of looking the charge up (which a provider may only see
+    /// after a delay).
+    pub charge_id: Option<String>,
     pub failure: Option<Failure>,
     pub approval: Option<Approval>,
     pub updated_at: DateTime<Utc>,

@@ -63,6 +63,19 @@ impl DecisionPlan {
     }
 }
 
+/// Logs a charge id that `record_charge` did not record because the order has another (see
+/// there); the rule every adapter follows after its conditional write.
+pub(crate) fn warn_if_other_charge(order: &Order, offered: &str) {
+    if order.charge_id.as_deref() != Some(offered) {
+        tracing::warn!(
+            order_id = %order.id(),
+            recorded = order.charge_id.as_deref().unwrap_or_default(),
+            ignored = offered,
+            "the order has another charge recorded; keeping it"
+        );
+    }
+}
+
 /// One order waiting for an operator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingApproval {
@@ -82,6 +95,14 @@ pub trait OrderRepository: Send + Sync {
 
     /// Records the workflow execution that runs the order (idempotent).
     async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError>;
+
+    /// Records the id of the order's charge, as the payment provider gave it (idempotent).
+    /// The first id recorded is kept: the charge is made once per order under one idempotency
+    /// key, so another id can only come from a bug, and must not hide the charge a refund has to
+    /// give back; it changes nothing and is logged (`tracing::warn`). Recorded whatever the
+    /// status, so a charge that lands after its compensation started is not forgotten.
+    /// Returns the order afterwards.
+    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError>;
 
     /// Moves the status forward to `to` (see `OrderStatus::can_move_to`); a move backwards or
     /// sideways changes nothing. `failure` is recorded with `Compensating`, `Cancelled` and
@@ -200,9 +221,17 @@ pub trait PaymentGateway: Send + Sync {
     async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError>;
 
     /// Refunds the order's charge in full, once per idempotency key.
+    ///
+    /// With `charge_id` (the one the charge step recorded on the order) that charge is refunded,
+    /// after checking it is the order's: a charge the provider does not know, or another order's,
+    /// is `Rejected` and nothing is refunded. With `None` (the charge step never reported: it
+    /// timed out, or its answer was lost) the gateway finds the order's charge itself, as
+    /// `find_charge` does, which a provider may see only after a delay; so pass the recorded id
+    /// whenever there is one.
     async fn refund(
         &self,
         order_id: &OrderId,
+        charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError>;
 }

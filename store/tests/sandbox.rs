@@ -123,7 +123,7 @@ async fn visa_charges_with_stable_prefixed_ids(backend: &dyn Backend) {
         .await
         .unwrap();
     assert!(charge.charge_id.starts_with("ch_"), "{}", charge.charge_id);
-    let Refunded::Now(refund) = payments.refund(&id, &id.refund_key()).await.unwrap() else {
+    let Refunded::Now(refund) = payments.refund(&id, None, &id.refund_key()).await.unwrap() else {
         panic!("refund expected");
     };
     assert!(refund.refund_id.starts_with("re_"), "{}", refund.refund_id);
@@ -227,7 +227,7 @@ async fn lost_response_charges_once_and_the_retry_finds_the_charge(backend: &dyn
         "the retry returns that charge"
     );
     assert_eq!(payments.charge(&request).await.unwrap(), found);
-    let Refunded::Now(refund) = payments.refund(&id, &id.refund_key()).await.unwrap() else {
+    let Refunded::Now(refund) = payments.refund(&id, None, &id.refund_key()).await.unwrap() else {
         panic!("refund expected");
     };
     assert_eq!(
@@ -243,11 +243,11 @@ async fn a_charge_refunded_under_another_key_is_not_refunded_again(backend: &dyn
         .charge(&charge_with(&id, PM_SUCCEEDS))
         .await
         .unwrap();
-    let Refunded::Now(first) = payments.refund(&id, "manual-refund").await.unwrap() else {
+    let Refunded::Now(first) = payments.refund(&id, None, "manual-refund").await.unwrap() else {
         panic!("refund expected");
     };
     assert_eq!(
-        payments.refund(&id, &id.refund_key()).await.unwrap(),
+        payments.refund(&id, None, &id.refund_key()).await.unwrap(),
         Refunded::Already(first)
     );
     // A refund key names one order's refund.
@@ -256,7 +256,10 @@ async fn a_charge_refunded_under_another_key_is_not_refunded_again(backend: &dyn
         .charge(&charge_with(&other, PM_SUCCEEDS))
         .await
         .unwrap();
-    let err = payments.refund(&other, "manual-refund").await.unwrap_err();
+    let err = payments
+        .refund(&other, None, "manual-refund")
+        .await
+        .unwrap_err();
     assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
 }
 
@@ -330,7 +333,7 @@ async fn a_charge_arriving_after_a_refund_of_nothing_is_refused(backend: &dyn Ba
     let payments = backend.payments();
     let id = order_id("zombie");
     // The saga gave up on a charge step (timeout) and compensated: nothing was charged yet.
-    let refund = payments.refund(&id, &id.refund_key()).await.unwrap();
+    let refund = payments.refund(&id, None, &id.refund_key()).await.unwrap();
     assert_eq!(refund, Refunded::NothingCharged);
     // The abandoned step finally reaches the provider: no money may move any more.
     let late = payments

@@ -1,6 +1,7 @@
 //! The Stripe gateway against a fake Stripe (`stripe_gateway/fake.rs`) that records the headers
-//! it receives: idempotency keys, authentication, declines, outages, timeouts, refunds, and the
-//! payment part of the adapter contract suite.
+//! it receives: idempotency keys, authentication, declines, outages, timeouts, refunds (by the
+//! charge id while search lags behind, and by search), and the payment part of the adapter
+//! contract suite.
 
 #[path = "stripe_gateway/fake.rs"]
 mod fake;
@@ -197,7 +198,7 @@ async fn refund_sends_its_key_and_twice_is_already() {
         .await
         .expect("charge");
     let Refunded::Now(refund) = payments
-        .refund(&id, &id.refund_key())
+        .refund(&id, None, &id.refund_key())
         .await
         .expect("refund")
     else {
@@ -209,7 +210,10 @@ async fn refund_sends_its_key_and_twice_is_already() {
     );
     assert_eq!(refund.idempotency_key, format!("refund:{id}"));
     assert_eq!(
-        payments.refund(&id, &id.refund_key()).await.expect("again"),
+        payments
+            .refund(&id, None, &id.refund_key())
+            .await
+            .expect("again"),
         Refunded::Already(refund.clone())
     );
     let posts: Vec<_> = fake
@@ -231,7 +235,7 @@ async fn refund_sends_its_key_and_twice_is_already() {
     // Under another key Stripe says "already refunded": the refund made is looked up.
     assert_eq!(
         payments
-            .refund(&id, "refund:other")
+            .refund(&id, None, "refund:other")
             .await
             .expect("other key"),
         Refunded::Already(refund)
@@ -240,12 +244,100 @@ async fn refund_sends_its_key_and_twice_is_already() {
 }
 
 #[tokio::test]
+async fn a_refund_right_after_a_charge_goes_by_its_id_while_search_lags() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("refund-lag");
+    fake.search_lags(true);
+    let charge = payments
+        .charge(&charge_of(&id, 3100, "pm_card_visa"))
+        .await
+        .expect("charge");
+    // The shipment is rejected a second later: search does not see the intent yet.
+    assert_eq!(payments.find_charge(&id).await.expect("find"), None);
+    let before = fake.requests().len();
+    let Refunded::Now(refund) = payments
+        .refund(&id, Some(&charge.charge_id), &id.refund_key())
+        .await
+        .expect("refund")
+    else {
+        panic!("the charge is refunded");
+    };
+    assert_eq!(
+        (&refund.charge_id, refund.amount_cents, &refund.order_id),
+        (&charge.charge_id, 3100, &id)
+    );
+    assert_eq!(fake.refunds_of(id.as_str()), 1);
+    let calls: Vec<_> = fake.requests()[before..]
+        .iter()
+        .map(|r| (r.method.to_string(), r.path.clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                "GET".to_owned(),
+                format!("/v1/payment_intents/{}", charge.charge_id)
+            ),
+            ("POST".to_owned(), "/v1/refunds".to_owned()),
+        ],
+        "the intent is retrieved by id, never searched"
+    );
+    let post = fake.requests().pop().expect("the refund");
+    assert_eq!(
+        post.param("payment_intent"),
+        Some(charge.charge_id.as_str())
+    );
+    assert_eq!(
+        post.header("idempotency-key"),
+        Some(id.refund_key().as_str())
+    );
+    // Once search catches up, a refund that had to search finds the same refund.
+    fake.search_lags(false);
+    assert_eq!(
+        payments
+            .refund(&id, None, &id.refund_key())
+            .await
+            .expect("again"),
+        Refunded::Already(refund)
+    );
+    assert_eq!(fake.refunds_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_refund_by_another_orders_intent_sends_no_refund() {
+    let (fake, payments) = gateway().await;
+    let (id, other) = (order_id("mine"), order_id("theirs"));
+    let theirs = payments
+        .charge(&charge_of(&other, 700, "pm_card_visa"))
+        .await
+        .expect("charge");
+    let err = payments
+        .refund(&id, Some(&theirs.charge_id), &id.refund_key())
+        .await
+        .expect_err("another order's intent");
+    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    assert!(err.to_string().contains(other.as_str()), "{err}");
+    // An id that cannot be Stripe's never reaches the URL.
+    let err = payments
+        .refund(&id, Some("pi_1/../../v1/refunds"), &id.refund_key())
+        .await
+        .expect_err("not an id");
+    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.path != "/v1/refunds" && !r.path.contains(".."))
+    );
+    assert_eq!(fake.refunds_of(other.as_str()), 0);
+}
+
+#[tokio::test]
 async fn refund_without_a_charge_is_nothing_charged() {
     let (fake, payments) = gateway().await;
     let id = order_id("refund-none");
     assert_eq!(
         payments
-            .refund(&id, &id.refund_key())
+            .refund(&id, None, &id.refund_key())
             .await
             .expect("refund"),
         Refunded::NothingCharged
@@ -318,6 +410,18 @@ mod contract {
     async fn refund_is_once_and_noop_without_charge() {
         let (_fake, payments) = gateway().await;
         gateways::refund_is_once_and_noop_without_charge(&payments).await;
+    }
+
+    #[tokio::test]
+    async fn refund_by_charge_id_refunds_that_charge() {
+        let (_fake, payments) = gateway().await;
+        gateways::refund_by_charge_id_refunds_that_charge(&payments).await;
+    }
+
+    #[tokio::test]
+    async fn refund_by_a_charge_id_not_the_orders_is_refused() {
+        let (_fake, payments) = gateway().await;
+        gateways::refund_by_a_charge_id_not_the_orders_is_refused(&payments).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -43,6 +43,9 @@ impl OrderRepository for Broken {
     async fn set_execution(&self, _: &OrderId, _: &str) -> Result<(), StoreError> {
         self.fail().await
     }
+    async fn record_charge(&self, _: &OrderId, _: &str) -> Result<Order, StoreError> {
+        self.fail().await
+    }
     async fn advance(
         &self,
         _: &OrderId,

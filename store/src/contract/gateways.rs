@@ -1,8 +1,9 @@
 //! The contract of `PaymentGateway` and `ShippingGateway`: one charge per idempotency key and
-//! never a second one for other parameters, refunds once and only of what was charged, one
-//! shipment per order. Uses only `pm_card_visa`, which succeeds on every provider's test mode.
+//! never a second one for other parameters, refunds once and only of what was charged (by the
+//! charge id when the caller has it, and never of another order's charge), one shipment per
+//! order. Uses only `pm_card_visa`, which succeeds on every provider's test mode.
 
-use super::{address, line, order_id};
+use super::{address, line, order_id, unique};
 use crate::domain::*;
 use crate::error::GatewayError;
 use crate::ports::*;
@@ -77,7 +78,7 @@ pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGatewa
     let never = order_id("refund-none");
     assert_eq!(
         payments
-            .refund(&never, &never.refund_key())
+            .refund(&never, None, &never.refund_key())
             .await
             .expect("refund"),
         Refunded::NothingCharged
@@ -86,7 +87,7 @@ pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGatewa
     let id = order_id("refund");
     let charge = payments.charge(&request(&id, 2500)).await.expect("charge");
     let Refunded::Now(refund) = payments
-        .refund(&id, &id.refund_key())
+        .refund(&id, None, &id.refund_key())
         .await
         .expect("refund")
     else {
@@ -102,7 +103,10 @@ pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGatewa
         (&id, id.refund_key().as_str())
     );
     assert_eq!(
-        payments.refund(&id, &id.refund_key()).await.expect("again"),
+        payments
+            .refund(&id, None, &id.refund_key())
+            .await
+            .expect("again"),
         Refunded::Already(refund)
     );
     // A charge that comes late (the compensation ran first) is refused where the provider can
@@ -110,7 +114,7 @@ pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGatewa
     let late = order_id("refund-late");
     assert_eq!(
         payments
-            .refund(&late, &late.refund_key())
+            .refund(&late, None, &late.refund_key())
             .await
             .expect("early"),
         Refunded::NothingCharged
@@ -120,11 +124,73 @@ pub async fn refund_is_once_and_noop_without_charge(payments: &dyn PaymentGatewa
             assert_eq!(payments.find_charge(&late).await.expect("find"), None);
         }
         Ok(_) => assert!(matches!(
-            payments.refund(&late, &late.refund_key()).await.expect("refund"),
+            payments.refund(&late, None, &late.refund_key()).await.expect("refund"),
             Refunded::Now(r) if r.amount_cents == 700
         )),
         Err(e) => panic!("late charge: {e:?}"),
     }
+}
+
+/// A refund given the charge id (the one the charge step recorded) refunds that charge, once.
+pub async fn refund_by_charge_id_refunds_that_charge(payments: &dyn PaymentGateway) {
+    let id = order_id("refund-by-id");
+    let charge = payments.charge(&request(&id, 1800)).await.expect("charge");
+    let by_id = Some(charge.charge_id.as_str());
+    let Refunded::Now(refund) = payments
+        .refund(&id, by_id, &id.refund_key())
+        .await
+        .expect("refund")
+    else {
+        panic!("the first refund must refund");
+    };
+    assert_eq!(
+        (&refund.charge_id, refund.amount_cents, &refund.order_id),
+        (&charge.charge_id, 1800, &id),
+        "that charge, in full"
+    );
+    assert_eq!(refund.idempotency_key, id.refund_key());
+    // A replay, with the id or without, and a refund under another key find the refund made.
+    for (charge_id, key) in [
+        (by_id, id.refund_key()),
+        (None, id.refund_key()),
+        (by_id, format!("manual:{id}")),
+    ] {
+        assert_eq!(
+            payments.refund(&id, charge_id, &key).await.expect("again"),
+            Refunded::Already(refund.clone()),
+            "{charge_id:?} under {key}"
+        );
+    }
+}
+
+/// A charge id that is not the order's, another order's or one the provider never made, is
+/// refused: a refund never gives back someone else's payment.
+pub async fn refund_by_a_charge_id_not_the_orders_is_refused(payments: &dyn PaymentGateway) {
+    let (id, other) = (order_id("refund-mine"), order_id("refund-theirs"));
+    let theirs = payments
+        .charge(&request(&other, 900))
+        .await
+        .expect("charge");
+    let unknown = unique("ch_unknown").replace('-', "_");
+    for charge_id in [theirs.charge_id.as_str(), unknown.as_str()] {
+        let err = payments
+            .refund(&id, Some(charge_id), &id.refund_key())
+            .await
+            .expect_err("not the order's charge");
+        assert!(
+            matches!(err, GatewayError::Rejected(_)),
+            "{charge_id}: {err:?}"
+        );
+        assert!(!err.is_transient(), "a retry cannot make it the order's");
+    }
+    // The other order's charge was not touched: its own refund is the first.
+    assert!(matches!(
+        payments
+            .refund(&other, Some(&theirs.charge_id), &other.refund_key())
+            .await
+            .expect("refund"),
+        Refunded::Now(r) if r.charge_id == theirs.charge_id && r.amount_cents == 900
+    ));
 }
 
 pub async fn one_shipment_per_order(shipping: &dyn ShippingGateway) {

@@ -111,6 +111,8 @@ macro_rules! contract_suite {
             create_is_conditional,
             get_of_an_unknown_order_is_none,
             execution_is_recorded_once,
+            charge_is_recorded_once,
+            charge_is_recorded_whatever_the_status,
             status_moves_forward_only,
             failure_is_recorded_once_and_only_with_compensation,
             writes_to_an_unknown_order_are_not_found,
@@ -132,7 +134,9 @@ macro_rules! contract_suite {
         $crate::contract_suite!(@each $fresh, gateways, payments:
             charge_is_once_per_key,
             charge_key_reuse_with_other_amount_is_refused,
-            refund_is_once_and_noop_without_charge
+            refund_is_once_and_noop_without_charge,
+            refund_by_charge_id_refunds_that_charge,
+            refund_by_a_charge_id_not_the_orders_is_refused
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
             one_shipment_per_order,

@@ -1,5 +1,5 @@
-//! The contract of `OrderRepository`: conditional create, forward-only status, approvals parked
-//! and decided once.
+//! The contract of `OrderRepository`: conditional create, forward-only status, the charge id
+//! recorded once, approvals parked and decided once.
 
 use super::{failure, new_order, now, order_id};
 use crate::domain::*;
@@ -43,6 +43,7 @@ pub async fn create_is_conditional(repo: &dyn OrderRepository) {
         (None, None)
     );
     assert_eq!(first.approval, None);
+    assert_eq!(first.charge_id, None);
 
     assert_eq!(
         repo.create(new.clone()).await.expect("replay"),
@@ -76,6 +77,46 @@ pub async fn execution_is_recorded_once(repo: &dyn OrderRepository) {
         .expect("set other");
     let stored = repo.get(order.id()).await.expect("get").expect("exists");
     assert_eq!(stored.execution_arn.as_deref(), Some(arn.as_str()));
+}
+
+pub async fn charge_is_recorded_once(repo: &dyn OrderRepository) {
+    let order = created(repo, "charge-id").await;
+    let id = order.id();
+    let after = repo.record_charge(id, "ch_first").await.expect("record");
+    assert_eq!(after.charge_id.as_deref(), Some("ch_first"));
+    assert_eq!(
+        (&after.new, after.status, &after.failure),
+        (&order.new, order.status, &order.failure),
+        "nothing else changes"
+    );
+    let again = repo
+        .record_charge(id, "ch_first")
+        .await
+        .expect("record again");
+    assert_eq!(again.charge_id.as_deref(), Some("ch_first"));
+    // Another id changes nothing: the first charge is the one a refund must give back.
+    let other = repo
+        .record_charge(id, "ch_other")
+        .await
+        .expect("record other");
+    assert_eq!(other.charge_id.as_deref(), Some("ch_first"));
+    let stored = repo.get(id).await.expect("get").expect("exists");
+    assert_eq!(stored.charge_id.as_deref(), Some("ch_first"));
+    assert!(stored.updated_at >= order.updated_at);
+}
+
+/// A charge step the workflow gave up on may report after the compensation started: its charge
+/// is recorded all the same, so it is not forgotten, and the status stays where it is.
+pub async fn charge_is_recorded_whatever_the_status(repo: &dyn OrderRepository) {
+    let order = created(repo, "charge-late").await;
+    let id = order.id();
+    repo.advance(id, OrderStatus::Cancelled, Some(failure("States.Timeout")))
+        .await
+        .expect("cancel");
+    let after = repo.record_charge(id, "ch_late").await.expect("record");
+    assert_eq!(after.charge_id.as_deref(), Some("ch_late"));
+    assert_eq!(after.status, OrderStatus::Cancelled);
+    assert_eq!(after.failure, Some(failure("States.Timeout")));
 }
 
 pub async fn status_moves_forward_only(repo: &dyn OrderRepository) {
@@ -166,6 +207,7 @@ pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository
     let id = order_id("missing");
     let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound(_)));
     assert!(not_found(repo.set_execution(&id, "arn").await));
+    assert!(not_found(repo.record_charge(&id, "ch_1").await.map(drop)));
     assert!(not_found(
         repo.advance(&id, OrderStatus::Reserved, None)
             .await

@@ -3,7 +3,8 @@
 //!
 //! - a charge is its `CHARGE#{key}` item, put only if absent, together (one transaction) with
 //!   its order's `PAYMENT#{order}` item, which records the order's first charge and is refused
-//!   once the order's payment is voided; a void is refused once the order has a charge;
+//!   once the order's payment is voided, and a `CHARGE-ID#{id}` item that finds the charge by
+//!   its id; a void is refused once the order has a charge;
 //! - a refund is its `REFUND#{key}` item, put only if absent, together with a mark on the
 //!   charge that is refused once the charge was refunded;
 //! - the `SHIPMENT#{order}` item holds the shipment or the void, whichever came first.
@@ -22,6 +23,10 @@ use std::collections::HashMap;
 
 fn charge_pk(key: &str) -> String {
     format!("{}{key}", prefix::CHARGE)
+}
+
+fn charge_id_pk(charge_id: &str) -> String {
+    format!("{}{charge_id}", prefix::CHARGE_ID)
 }
 
 fn payment_pk(id: &OrderId) -> String {
@@ -159,6 +164,17 @@ impl Ledger for DynamoStore {
         self.charge_at(charge_pk(key)).await
     }
 
+    async fn charge_by_id(&self, charge_id: &str) -> Result<Option<LedgerCharge>, StoreError> {
+        let Some(pointer) = self.get_item(charge_id_pk(charge_id)).await? else {
+            return Ok(None);
+        };
+        let key = Fields::of(&pointer).string("idempotency_key")?;
+        let found = self.charge_at(charge_pk(&key)).await?;
+        found
+            .map(Some)
+            .ok_or_else(|| missing(format!("charge {key}")))
+    }
+
     async fn charge_of_order(
         &self,
         order_id: &OrderId,
@@ -186,6 +202,10 @@ impl Ledger for DynamoStore {
                 "attribute_not_exists(#voided)",
                 HashMap::from([(":key".to_owned(), s(&c.idempotency_key))]),
             )?,
+            self.tx_put_new(HashMap::from([
+                (PARTITION_KEY.to_owned(), s(charge_id_pk(&c.charge_id))),
+                ("idempotency_key".to_owned(), s(&c.idempotency_key)),
+            ]))?,
         ];
         let reasons = match self.transact(items).await? {
             Transacted::Done => return Ok(ChargeAdded::New),
@@ -197,7 +217,13 @@ impl Ledger for DynamoStore {
             let found = found.ok_or_else(|| missing(format!("charge {}", c.idempotency_key)))?;
             return Ok(ChargeAdded::Existing(charge_from(&found)?));
         }
-        Ok(ChargeAdded::Voided)
+        if failed(&reasons, 1) {
+            return Ok(ChargeAdded::Voided);
+        }
+        Err(StoreError::Internal(format!(
+            "charge id {} names another charge than {}",
+            c.charge_id, c.idempotency_key
+        )))
     }
 
     async fn void_payment(&self, order_id: &OrderId) -> Result<PaymentVoid, StoreError> {

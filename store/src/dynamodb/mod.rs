@@ -12,10 +12,11 @@
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
-//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `execution_arn`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
+//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `execution_arn`, `charge_id`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
 //! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N |
 //! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `updated_at` |
 //! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`; `refund_key` once refunded |
+//! | sandbox charge id | `SANDBOX#CHARGE-ID#{charge id}` | `idempotency_key` (of the charge) |
 //! | sandbox payment | `SANDBOX#PAYMENT#{order id}` | `first_charge_key` or `voided` BOOL |
 //! | sandbox refund | `SANDBOX#REFUND#{idempotency key}` | `idempotency_key`, `refund_id`, `charge_id`, `order_id`, `amount_cents` N, `created_at` |
 //! | sandbox shipment | `SANDBOX#SHIPMENT#{order id}` | `shipment_id`, `tracking_number`, `created_at`, or `voided` BOOL |

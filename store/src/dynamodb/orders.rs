@@ -18,7 +18,9 @@ use super::table::{APPROVAL_QUEUE, PARTITION_KEY, PENDING, PENDING_APPROVALS_IND
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{Created, Decided, DecisionPlan, OrderRepository, PendingApproval};
+use crate::ports::{
+    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -106,6 +108,7 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
         },
         status,
         execution_arn: f.opt_string("execution_arn")?,
+        charge_id: f.opt_string("charge_id")?,
         failure,
         approval,
         updated_at: f.ts("updated_at")?,
@@ -208,6 +211,24 @@ impl OrderRepository for DynamoStore {
         )
         .await
         .map(drop)
+    }
+
+    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError> {
+        let values = HashMap::from([
+            (":charge_id".to_owned(), s(charge_id)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let order = self
+            .change_order(
+                id,
+                "SET #charge_id = :charge_id, #updated_at = :now",
+                "attribute_not_exists(#charge_id)",
+                values,
+            )
+            .await?
+            .into_order();
+        warn_if_other_charge(&order, charge_id);
+        Ok(order)
     }
 
     /// Leaving `AWAITING_APPROVAL` also leaves the operators' queue.

@@ -53,6 +53,7 @@ pub(crate) mod prefix {
     /// The sandbox gateways' ledger: it stands in for the provider's and the carrier's own
     /// records, hence the prefix (as the `sandbox_` tables in SQLite).
     pub const CHARGE: &str = "SANDBOX#CHARGE#";
+    pub const CHARGE_ID: &str = "SANDBOX#CHARGE-ID#";
     pub const PAYMENT: &str = "SANDBOX#PAYMENT#";
     pub const REFUND: &str = "SANDBOX#REFUND#";
     pub const SHIPMENT: &str = "SANDBOX#SHIPMENT#";

@@ -77,6 +77,8 @@ pub trait Ledger: Send + Sync {
 
     async fn charge_by_key(&self, key: &str) -> Result<Option<LedgerCharge>, StoreError>;
 
+    async fn charge_by_id(&self, charge_id: &str) -> Result<Option<LedgerCharge>, StoreError>;
+
     /// The order's first charge: the one the saga made (a provider would accept more, under
     /// other keys; the saga only ever uses `charge:{order}`).
     async fn charge_of_order(&self, order_id: &OrderId)

@@ -145,25 +145,43 @@ impl<L: Ledger> PaymentGateway for SandboxPayments<L> {
         Ok(found.map(|row| row.charge))
     }
 
-    /// Refunds the order's charge in full. A charge refunded before under another key is not
-    /// refunded again: that refund is returned as `Already`, since nothing is left to give back.
-    /// A refund that finds no charge voids the order: a charge that lands late (a step the
-    /// workflow gave up on, still running somewhere) is refused, because no compensation would
-    /// ever run for it.
+    /// Refunds the order's charge in full: the one named, or else the order's first. A charge
+    /// refunded before under another key is not refunded again: that refund is returned as
+    /// `Already`, since nothing is left to give back. A refund that finds no charge voids the
+    /// order: a charge that lands late (a step the workflow gave up on, still running somewhere)
+    /// is refused, because no compensation would ever run for it.
     async fn refund(
         &self,
         order_id: &OrderId,
+        charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError> {
+        let id = order_id;
         if let Some(found) = self.ledger.refund_by_key(idempotency_key).await? {
-            return refund_replay(found, order_id);
+            return refund_replay(found, id);
         }
-        let charge = match self.ledger.charge_of_order(order_id).await? {
-            Some(found) => found.charge,
-            None => match self.ledger.void_payment(order_id).await? {
-                PaymentVoid::Voided => return Ok(Refunded::NothingCharged),
-                // A charge landed since the look-up: refund it.
-                PaymentVoid::Charged(found) => found.charge,
+        let charge = match charge_id {
+            Some(charge_id) => match self.ledger.charge_by_id(charge_id).await? {
+                Some(found) if found.charge.order_id == *id => found.charge,
+                Some(found) => {
+                    return Err(GatewayError::Rejected(format!(
+                        "charge {charge_id} is order {}'s, not {id}'s",
+                        found.charge.order_id
+                    )));
+                }
+                None => {
+                    return Err(GatewayError::Rejected(format!(
+                        "no charge {charge_id} (order {id})"
+                    )));
+                }
+            },
+            None => match self.ledger.charge_of_order(id).await? {
+                Some(found) => found.charge,
+                None => match self.ledger.void_payment(id).await? {
+                    PaymentVoid::Voided => return Ok(Refunded::NothingCharged),
+                    // A charge landed since the look-up: refund it.
+                    PaymentVoid::Charged(found) => found.charge,
+                },
             },
         };
         if let Some(found) = self.ledger.refund_of_charge(&charge).await? {
@@ -173,13 +191,13 @@ impl<L: Ledger> PaymentGateway for SandboxPayments<L> {
             refund_id: derive_id("re_", idempotency_key),
             idempotency_key: idempotency_key.to_owned(),
             charge_id: charge.charge_id.clone(),
-            order_id: order_id.clone(),
+            order_id: id.clone(),
             amount_cents: charge.amount_cents,
             created_at: Utc::now(),
         };
         match self.ledger.add_refund(&refund, &charge).await? {
             RefundAdded::New => Ok(Refunded::Now(refund)),
-            RefundAdded::KeyUsed(found) => refund_replay(found, order_id),
+            RefundAdded::KeyUsed(found) => refund_replay(found, id),
             RefundAdded::ChargeRefunded(found) => Ok(Refunded::Already(found)),
         }
     }

@@ -55,10 +55,14 @@ fn charge_from_row(r: &rusqlite::Row) -> rusqlite::Result<LedgerCharge> {
     })
 }
 
-fn charge_by_key(conn: &Connection, key: &str) -> Result<Option<LedgerCharge>, StoreError> {
+fn charge_where(
+    conn: &Connection,
+    column: &str,
+    value: &str,
+) -> Result<Option<LedgerCharge>, StoreError> {
     Ok(conn
-        .prepare_cached(&format!("{SELECT_CHARGE} WHERE idempotency_key = ?1"))?
-        .query_row([key], charge_from_row)
+        .prepare_cached(&format!("{SELECT_CHARGE} WHERE {column} = ?1"))?
+        .query_row([value], charge_from_row)
         .optional()?)
 }
 
@@ -135,7 +139,14 @@ impl Ledger for SqliteStore {
 
     async fn charge_by_key(&self, key: &str) -> Result<Option<LedgerCharge>, StoreError> {
         let key = key.to_owned();
-        self.read(move |conn| charge_by_key(conn, &key)).await
+        self.read(move |conn| charge_where(conn, "idempotency_key", &key))
+            .await
+    }
+
+    async fn charge_by_id(&self, charge_id: &str) -> Result<Option<LedgerCharge>, StoreError> {
+        let charge_id = charge_id.to_owned();
+        self.read(move |conn| charge_where(conn, "charge_id", &charge_id))
+            .await
     }
 
     async fn charge_of_order(
@@ -156,7 +167,7 @@ impl Ledger for SqliteStore {
         self.write(move |conn| {
             let tx = immediate(conn)?;
             let c = &row.charge;
-            if let Some(found) = charge_by_key(&tx, &c.idempotency_key)? {
+            if let Some(found) = charge_where(&tx, "idempotency_key", &c.idempotency_key)? {
                 return Ok(ChargeAdded::Existing(found));
             }
             if marked(&tx, &payment_void_key(&c.order_id))? {

@@ -8,7 +8,9 @@ use super::{
 };
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{Created, Decided, DecisionPlan, OrderRepository, PendingApproval};
+use crate::ports::{
+    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -17,8 +19,8 @@ use std::sync::OnceLock;
 const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payment_method, \
     shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
-    approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at \
-    FROM orders";
+    approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
+    charge_id FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -86,6 +88,7 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
         },
         status,
         execution_arn: r.get(11)?,
+        charge_id: r.get(21)?,
         failure,
         approval,
         updated_at: get_ts(r, 20)?,
@@ -184,6 +187,20 @@ impl OrderRepository for SqliteStore {
         )
         .await
         .map(|_| ())
+    }
+
+    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET charge_id = ?2, updated_at = ?3 \
+                   WHERE order_id = ?1 AND charge_id IS NULL";
+        let order = update_and_load(
+            self,
+            id,
+            sql.to_owned(),
+            vec![charge_id.to_owned().into(), now().into()],
+        )
+        .await?;
+        warn_if_other_charge(&order, charge_id);
+        Ok(order)
     }
 
     async fn advance(

@@ -91,6 +91,12 @@ CREATE TABLE sandbox_attempts (
     count INTEGER NOT NULL
 ) STRICT;
 "#,
+    // 4: the payment provider's id of the order's charge, so a refund goes by it rather than by a
+    // lookup the provider may answer late. Orders charged before this step have none: their
+    // refund looks the charge up, as before.
+    r#"
+ALTER TABLE orders ADD COLUMN charge_id TEXT;
+"#,
 ];
 
 /// The schema version this build writes.
@@ -153,6 +159,27 @@ mod tests {
         assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
         assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
         assert_eq!(table_count(&conn), 7);
+    }
+
+    #[test]
+    fn orders_stored_before_charge_ids_keep_their_rows_without_one() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, 3).unwrap();
+        conn.execute_batch(
+            "INSERT INTO orders (order_id, customer_id, items, currency, payment_method, \
+             shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
+             updated_at) VALUES ('o1', 'c', '[]', 'EUR', 'pm', '{}', 1, 0, 'h', 't', 'CHARGED', 't')",
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn, 4).unwrap(), 1);
+        let (status, charge_id): (String, Option<String>) = conn
+            .query_row(
+                "SELECT status, charge_id FROM orders WHERE order_id = 'o1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((status.as_str(), charge_id), ("CHARGED", None));
     }
 
     #[test]

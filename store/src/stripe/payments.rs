@@ -2,10 +2,15 @@
 //! Refund of the order's intent, both under the saga's idempotency keys (`charge:{order}`,
 //! `refund:{order}`), which Stripe honours by replaying the first answer.
 //!
-//! The order is found by the intent's `metadata[order_id]` through Stripe's search API. Search is
-//! eventually consistent (Stripe: usually under a minute), so `find_charge` and `refund` right
-//! after a charge may not see it yet. A provider cannot void an order either: a charge that lands
-//! after the refund found nothing is refunded by a later refund (the contract's second branch).
+//! A refund given the intent's id (the charge step records it on the order) retrieves that
+//! intent by id, which Stripe answers consistently, checks that its `metadata[order_id]` is the
+//! order's (another order's intent is refused, never refunded), then refunds it: one more round
+//! trip, on the compensation path only, for never giving back the wrong payment. Without the id,
+//! and in `find_charge`, the intent is found by its `metadata[order_id]` through Stripe's search
+//! API, which is eventually consistent (Stripe: usually under a minute), so right after a charge
+//! it may not see it yet and answer "nothing charged". A provider cannot void an order either: a
+//! charge that lands after the refund found nothing is refunded by a later refund (the
+//! contract's second branch).
 
 use super::{Answer, Client, StripeConfig, StripeConfigError};
 use crate::domain::{Charge, OrderId, Refund};
@@ -111,6 +116,44 @@ impl StripeRefund {
 }
 
 impl StripePayments {
+    /// The intent `charge_id`, retrieved by id, as the order's charge: `None` when it never
+    /// succeeded (nothing was taken), `Rejected` when Stripe does not know it or it is another
+    /// order's.
+    async fn intent_of(
+        &self,
+        order_id: &OrderId,
+        charge_id: &str,
+    ) -> Result<Option<Charge>, GatewayError> {
+        // Stripe's ids are letters, digits and '_': anything else is none, and stays out of the
+        // URL's path.
+        if charge_id.is_empty()
+            || !charge_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(GatewayError::Rejected(format!(
+                "{charge_id:?} is not a payment intent id"
+            )));
+        }
+        let request = self.client.get(&format!("/v1/payment_intents/{charge_id}"));
+        let intent = match self.client.send::<PaymentIntent>(request).await? {
+            Answer::Ok { body, .. } => body,
+            Answer::Failed { status, error } => return Err(self.client.classify(status, &error)),
+        };
+        let owner = intent.metadata.get("order_id").map(String::as_str);
+        if owner != Some(order_id.as_str()) {
+            return Err(GatewayError::Rejected(format!(
+                "payment {} is not order {order_id}'s (its order: {})",
+                intent.id,
+                owner.unwrap_or("none")
+            )));
+        }
+        if intent.status != "succeeded" {
+            return Ok(None);
+        }
+        intent.into_charge(order_id).map(Some)
+    }
+
     /// The order's refund, looked up after Stripe said the charge was refunded already (under
     /// another key, or after the key expired).
     async fn refund_of(&self, charge: &Charge, key: &str) -> Result<Refund, GatewayError> {
@@ -200,15 +243,22 @@ impl PaymentGateway for StripePayments {
         }
     }
 
-    /// Refunds the order's charge in full. The same key again is a replay (`Already`); another
-    /// key after a refund gets Stripe's `charge_already_refunded`, and the refund made is
-    /// returned as `Already`. No charge found: `NothingCharged` (see the module docs).
+    /// Refunds the order's charge in full: the intent `charge_id`, checked to be the order's, or
+    /// else the one search finds. The same key again is a replay (`Already`); another key after
+    /// a refund gets Stripe's `charge_already_refunded`, and the refund made is returned as
+    /// `Already`. No charge found, or the intent never succeeded: `NothingCharged` (see the
+    /// module docs).
     async fn refund(
         &self,
         order_id: &OrderId,
+        charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError> {
-        let Some(charge) = self.find_charge(order_id).await? else {
+        let charge = match charge_id {
+            Some(charge_id) => self.intent_of(order_id, charge_id).await?,
+            None => self.find_charge(order_id).await?,
+        };
+        let Some(charge) = charge else {
             return Ok(Refunded::NothingCharged);
         };
         let form = [

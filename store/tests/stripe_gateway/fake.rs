@@ -1,7 +1,8 @@
 //! A fake Stripe on `127.0.0.1:0`: the PaymentIntents and Refunds endpoints the gateway uses,
 //! with Stripe's idempotency (the same key and parameters replay the first answer with
 //! `Idempotent-Replayed: true`, other parameters are a 400 `idempotency_error`), its decline test
-//! card, switches for an outage (503) and a slow answer, and a record of every request's headers.
+//! card, switches for an outage (503), a slow answer and a search that lags behind, and a record
+//! of every request's headers.
 
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -57,6 +58,7 @@ struct Ledger {
     next_id: u64,
     fail_next: usize,
     delay: Option<Duration>,
+    search_lags: bool,
 }
 
 type Shared = Arc<Mutex<Ledger>>;
@@ -74,6 +76,7 @@ impl FakeStripe {
         let app = Router::new()
             .route("/v1/payment_intents", post(create_intent))
             .route("/v1/payment_intents/search", get(search_intents))
+            .route("/v1/payment_intents/{id}", get(retrieve_intent))
             .route("/v1/refunds", post(create_refund).get(list_refunds))
             .route("/v1/{*rest}", get(not_found).post(not_found))
             .with_state(ledger.clone());
@@ -102,6 +105,12 @@ impl FakeStripe {
     /// Answers are sent this much later (after the work is done, as a slow network would).
     pub fn delay(&self, by: Option<Duration>) {
         self.ledger().delay = by;
+    }
+
+    /// While on, search sees no intent, as Stripe's (eventually consistent, up to a minute
+    /// behind) does right after a charge; retrieving an intent by id still finds it.
+    pub fn search_lags(&self, lagging: bool) {
+        self.ledger().search_lags = lagging;
     }
 
     /// Succeeded payment intents of the order: the money actually taken.
@@ -399,12 +408,39 @@ async fn search_intents(
         l.intents
             .iter()
             .rev()
+            .filter(|_| !l.search_lags)
             .filter(|i| i["metadata"]["order_id"] == order.as_str())
             .cloned()
             .collect()
     };
     let body = json!({"object": "search_result", "data": data, "has_more": false});
     answer(delay, StatusCode::OK, body, false).await
+}
+
+async fn retrieve_intent(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let path = format!("/v1/payment_intents/{id}");
+    let delay = match admit(&ledger, Method::GET, &path, &headers, &[]) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    let intent = {
+        let l = ledger.lock().expect("ledger");
+        l.intents.iter().find(|i| i["id"] == id.as_str()).cloned()
+    };
+    let (status, body) = match intent {
+        Some(intent) => (StatusCode::OK, intent),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            Some("resource_missing"),
+            &format!("No such payment_intent: '{id}'"),
+        ),
+    };
+    answer(delay, status, body, false).await
 }
 
 async fn list_refunds(
