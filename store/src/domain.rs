@@ -124,6 +124,15 @@ impl OrderStatus {
         self.rank() == 6
     }
 
+    /// A compensation's statuses: a failure (why the order is undone) is recorded with them,
+    /// never with a forward one.
+    pub fn is_compensation(self) -> bool {
+        matches!(
+            self,
+            OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
+        )
+    }
+
     pub fn can_move_to(self, next: OrderStatus) -> bool {
         next.rank() > self.rank()
     }

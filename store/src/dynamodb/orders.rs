@@ -250,12 +250,8 @@ impl OrderRepository for DynamoStore {
             return self.existing_order(id).await;
         };
         let mut set = "SET #status = :to, #updated_at = :now".to_owned();
-        // A failure belongs only to the statuses of a compensation, and the first one is kept.
-        let compensation = matches!(
-            to,
-            OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
-        );
-        if let Some(failure) = failure.filter(|_| compensation) {
+        // The first failure is kept.
+        if let Some(failure) = failure.filter(|_| to.is_compensation()) {
             set.push_str(
                 ", #failure_error = if_not_exists(#failure_error, :error), \
                  #failure_cause = if_not_exists(#failure_cause, :cause)",

@@ -209,15 +209,7 @@ impl OrderRepository for SqliteStore {
         to: OrderStatus,
         failure: Option<Failure>,
     ) -> Result<Order, StoreError> {
-        // A failure belongs only to the statuses of a compensation.
-        let failure = failure.filter(|_| {
-            matches!(
-                to,
-                OrderStatus::Compensating
-                    | OrderStatus::Cancelled
-                    | OrderStatus::CompensationFailed
-            )
-        });
+        let failure = failure.filter(|_| to.is_compensation());
         let (error, cause) = match failure {
             Some(f) => (Some(f.error), Some(f.cause)),
             None => (None, None),
