@@ -52,14 +52,15 @@ fn by_code(code: Option<&str>) -> Class {
     }
 }
 
-/// Implements [`Classify`] for operation errors from the lists of their variants per class;
-/// any variant not listed falls to [`by_code`].
+/// Implements [`Classify`] for operation errors from the lists of their variants per class
+/// (errors with the same variants share one list); any variant not listed falls to [`by_code`].
 macro_rules! classify {
-    ($($error:ident {
+    ($([$($error:ident),+] $lists:tt)*) => {$($(classify!(@one $error $lists);)+)*};
+    (@one $error:ident {
         transient: [$($transient:ident),*],
         missing_table: [$($missing:ident),*],
         refused: [$($refused:ident),*] $(,)?
-    })*) => {$(
+    }) => {
         impl Classify for $error {
             fn class(&self) -> Class {
                 match self {
@@ -70,29 +71,17 @@ macro_rules! classify {
                 }
             }
         }
-    )*};
+    };
 }
 
 classify! {
-    GetItemError {
+    [GetItemError, BatchGetItemError, QueryError] {
         transient: [InternalServerError, ProvisionedThroughputExceededException,
             RequestLimitExceeded, ThrottlingException],
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException],
     }
-    BatchGetItemError {
-        transient: [InternalServerError, ProvisionedThroughputExceededException,
-            RequestLimitExceeded, ThrottlingException],
-        missing_table: [ResourceNotFoundException],
-        refused: [InvalidEndpointException],
-    }
-    QueryError {
-        transient: [InternalServerError, ProvisionedThroughputExceededException,
-            RequestLimitExceeded, ThrottlingException],
-        missing_table: [ResourceNotFoundException],
-        refused: [InvalidEndpointException],
-    }
-    PutItemError {
+    [PutItemError, UpdateItemError] {
         transient: [InternalServerError, ProvisionedThroughputExceededException,
             RequestLimitExceeded, ThrottlingException, TransactionConflictException,
             ReplicatedWriteConflictException],
@@ -100,28 +89,20 @@ classify! {
         refused: [InvalidEndpointException, ConditionalCheckFailedException,
             ItemCollectionSizeLimitExceededException],
     }
-    UpdateItemError {
-        transient: [InternalServerError, ProvisionedThroughputExceededException,
-            RequestLimitExceeded, ThrottlingException, TransactionConflictException,
-            ReplicatedWriteConflictException],
-        missing_table: [ResourceNotFoundException],
-        refused: [InvalidEndpointException, ConditionalCheckFailedException,
-            ItemCollectionSizeLimitExceededException],
-    }
-    TransactWriteItemsError {
+    [TransactWriteItemsError] {
         transient: [InternalServerError, ProvisionedThroughputExceededException,
             RequestLimitExceeded, ThrottlingException, TransactionInProgressException],
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException, TransactionCanceledException,
             IdempotentParameterMismatchException],
     }
-    CreateTableError {
+    [CreateTableError] {
         // Too many tables being created or changed at once.
         transient: [InternalServerError, LimitExceededException],
         missing_table: [],
         refused: [InvalidEndpointException, ResourceInUseException],
     }
-    DescribeTableError {
+    [DescribeTableError] {
         transient: [InternalServerError],
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException],
@@ -173,13 +154,10 @@ mod tests {
     use aws_sdk_dynamodb::config::retry::RetryConfig;
     use aws_sdk_dynamodb::operation::get_item::{GetItemError, GetItemOutput};
     use aws_sdk_dynamodb::types::error::{ResourceNotFoundException, ThrottlingException};
-    use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+    use aws_smithy_mocks::{Rule, mock};
 
     fn store_answering(rule: &Rule) -> DynamoStore {
-        // No retries: each case sees exactly the answer it sets up.
-        let client = mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, [rule], |c| c
-            .retry_config(RetryConfig::disabled()));
-        DynamoStore::new(client, "fulfillment")
+        crate::dynamodb::tests::mock_store(&[rule])
     }
 
     async fn get_fails(store: &DynamoStore) -> StoreError {

@@ -361,3 +361,73 @@ pub(crate) fn failed(reasons: &[CancellationReason], index: usize) -> bool {
         .get(index)
         .is_some_and(|r| r.code() == Some(CONDITION_FAILED))
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsOutput;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+    use aws_smithy_mocks::{Rule, RuleMode, mock, mock_client};
+
+    /// A store whose client answers by `rules`, in order, without the SDK's retries.
+    pub(crate) fn mock_store(rules: &[&Rule]) -> DynamoStore {
+        let client = mock_client!(aws_sdk_dynamodb, RuleMode::Sequential, rules, |c| c
+            .retry_config(RetryConfig::disabled()));
+        DynamoStore::new(client, "fulfillment")
+    }
+
+    fn cancelled(codes: &[&str]) -> TransactWriteItemsError {
+        let mut e = TransactionCanceledException::builder();
+        for code in codes {
+            e = e.cancellation_reasons(CancellationReason::builder().code(*code).build());
+        }
+        TransactWriteItemsError::TransactionCanceledException(e.build())
+    }
+
+    fn cancelled_once(codes: &'static [&'static str]) -> Rule {
+        mock!(Client::transact_write_items).then_error(move || cancelled(codes))
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_ran_into_another_is_tried_again() {
+        let conflict = cancelled_once(&["None", "TransactionConflict"]);
+        let done = mock!(Client::transact_write_items)
+            .then_output(|| TransactWriteItemsOutput::builder().build());
+        let store = mock_store(&[&conflict, &done]);
+        assert!(matches!(store.transact(vec![]).await, Ok(Transacted::Done)));
+    }
+
+    #[tokio::test]
+    async fn a_transaction_that_keeps_conflicting_is_transient() {
+        let conflicts = mock!(Client::transact_write_items)
+            .sequence()
+            .error(|| cancelled(&["TransactionConflict"]))
+            .repeatedly()
+            .build();
+        let err = mock_store(&[&conflicts])
+            .transact(vec![])
+            .await
+            .err()
+            .expect("gives up");
+        assert!(err.is_transient(), "{err:?}");
+        assert_eq!(conflicts.num_calls(), TRANSACTION_ATTEMPTS as usize);
+    }
+
+    #[tokio::test]
+    async fn a_failed_condition_is_left_to_the_caller() {
+        let failed_condition = cancelled_once(&["None", CONDITION_FAILED]);
+        let store = mock_store(&[&failed_condition]);
+        let Ok(Transacted::Refused(reasons)) = store.transact(vec![]).await else {
+            panic!("refused, with the reasons");
+        };
+        assert!(!failed(&reasons, 0) && failed(&reasons, 1));
+    }
+
+    #[tokio::test]
+    async fn an_invalid_transaction_is_not_transient() {
+        let invalid = cancelled_once(&["ValidationError"]);
+        let err = mock_store(&[&invalid]).transact(vec![]).await.err();
+        assert!(matches!(err, Some(StoreError::Internal(_))), "{err:?}");
+    }
+}
