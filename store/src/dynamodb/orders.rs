@@ -422,6 +422,60 @@ impl OrderRepository for DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynamodb::tests::mock_store;
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+    use aws_sdk_dynamodb::operation::query::QueryOutput;
+    use aws_smithy_mocks::mock;
+
+    /// An order item as `park_approval` leaves it, then as `change` makes it.
+    fn parked(id: &str, token: &str, change: &[(&str, AttributeValue)]) -> Item {
+        let id = OrderId::parse(id).unwrap();
+        let mut item = new_order_item(&crate::contract::new_order(&id), Utc::now()).unwrap();
+        item.extend([
+            ("status".to_owned(), s("AWAITING_APPROVAL")),
+            ("approval_requested_at".to_owned(), ts(Utc::now())),
+            ("approval_task_token".to_owned(), s(token)),
+            (APPROVAL_QUEUE.to_owned(), s(PENDING)),
+        ]);
+        for (name, value) in change {
+            item.insert((*name).to_owned(), value.clone());
+        }
+        item
+    }
+
+    /// The index still lists an order decided since, and an older token of a re-parked one:
+    /// the consistent re-read drops the first and shows the second's current token.
+    #[tokio::test]
+    async fn pending_approvals_show_the_orders_as_they_are_not_as_indexed() {
+        let decided = parked(
+            "decided",
+            "token-d",
+            &[
+                ("status", s("APPROVED")),
+                ("approval_decision", s("approve")),
+            ],
+        );
+        let reparked = parked("reparked", "token-new", &[]);
+        let keys: Vec<Item> = [&decided, &reparked]
+            .iter()
+            .map(|item| HashMap::from([(PARTITION_KEY.to_owned(), item[PARTITION_KEY].clone())]))
+            .collect();
+        let index = mock!(Client::query)
+            .then_output(move || QueryOutput::builder().set_items(Some(keys.clone())).build());
+        let now = mock!(Client::batch_get_item).then_output(move || {
+            BatchGetItemOutput::builder()
+                .responses("fulfillment", vec![decided.clone(), reparked.clone()])
+                .build()
+        });
+        let store = mock_store(&[&index, &now]);
+        let pending = store.pending_approvals(10).await.expect("pending");
+        let shown: Vec<(&str, &str)> = pending
+            .iter()
+            .map(|p| (p.order_id.as_str(), p.task_token.as_str()))
+            .collect();
+        assert_eq!(shown, [("reparked", "token-new")]);
+    }
 
     #[test]
     fn status_condition_follows_can_move_to() {
