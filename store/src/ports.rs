@@ -34,7 +34,7 @@ pub enum Decided {
 /// before it writes (conditionally, so that the order it judged is the one it changes).
 pub(crate) enum DecisionPlan {
     /// Nothing to write: this is the answer.
-    Answer(Decided),
+    Answer(Box<Decided>),
     /// Record the decision, clear the parked `token` (handed back in `Decided::Applied`), and
     /// move the order to `status`.
     Record { token: String, status: OrderStatus },
@@ -44,15 +44,15 @@ impl DecisionPlan {
     pub(crate) fn new(order: Order, decision: Decision) -> DecisionPlan {
         let approval = order.approval.as_ref();
         if let Some(previous) = approval.and_then(|a| a.decision) {
-            return DecisionPlan::Answer(if previous == decision {
+            return DecisionPlan::Answer(Box::new(if previous == decision {
                 Decided::Replayed(order)
             } else {
                 Decided::Conflict(order)
-            });
+            }));
         }
         let token = match approval.and_then(|a| a.task_token.clone()) {
             Some(token) if order.status == OrderStatus::AwaitingApproval => token,
-            _ => return DecisionPlan::Answer(Decided::NotAwaiting(order)),
+            _ => return DecisionPlan::Answer(Box::new(Decided::NotAwaiting(order))),
         };
         // A rejection leaves the status to the compensation it starts.
         let status = match decision {

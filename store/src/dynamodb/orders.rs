@@ -321,7 +321,7 @@ impl OrderRepository for DynamoStore {
         let mut order = self.existing_order(id).await?;
         for _ in 0..DECIDE_ATTEMPTS {
             let (token, status) = match DecisionPlan::new(order, decision) {
-                DecisionPlan::Answer(answer) => return Ok(answer),
+                DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
             };
             let mut set = "SET #approval_decision = :decision, #approval_decided_by = :by, \

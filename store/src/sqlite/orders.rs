@@ -276,7 +276,7 @@ impl OrderRepository for SqliteStore {
         self.write(move |conn| {
             let tx = immediate(conn)?;
             let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision) {
-                DecisionPlan::Answer(answer) => return Ok(answer),
+                DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
             };
             let changed = tx
