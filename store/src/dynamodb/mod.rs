@@ -1,6 +1,6 @@
-//! DynamoDB adapters of AWS mode. One table (shape in [`table`](self#constants)) holds the
-//! orders, the stock and reservations, and the sandbox gateways' ledger; [`DynamoStore`]
-//! implements [`OrderRepository`](crate::OrderRepository),
+//! DynamoDB adapters of AWS mode. One table (its shape: [`table`]) holds the orders, the stock
+//! and reservations, and the sandbox gateways' ledger; [`DynamoStore`] implements
+//! [`OrderRepository`](crate::OrderRepository),
 //! [`InventoryRepository`](crate::InventoryRepository) and the sandbox
 //! [`Ledger`](crate::sandbox::Ledger).
 //!
@@ -29,7 +29,7 @@ mod error;
 mod inventory;
 mod ledger;
 mod orders;
-mod table;
+pub mod table;
 
 pub use table::{
     APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX,
