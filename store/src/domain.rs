@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The business key of every layer: 1–80 characters of `[A-Za-z0-9_-]` (also a valid Step
@@ -121,6 +122,15 @@ impl OrderStatus {
 
     pub fn is_terminal(self) -> bool {
         self.rank() == 6
+    }
+
+    /// A compensation's statuses: a failure (why the order is undone) is recorded with them,
+    /// never with a forward one.
+    pub fn is_compensation(self) -> bool {
+        matches!(
+            self,
+            OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
+        )
     }
 
     pub fn can_move_to(self, next: OrderStatus) -> bool {
@@ -247,6 +257,16 @@ pub struct Reservation {
 pub struct ReservedLine {
     pub sku: String,
     pub quantity: u32,
+}
+
+/// Quantities per SKU: an order may list one SKU on several lines, and availability must be
+/// checked against their sum.
+pub fn quantities_per_sku(lines: &[ReservedLine]) -> BTreeMap<&str, u64> {
+    let mut total = BTreeMap::new();
+    for line in lines {
+        *total.entry(line.sku.as_str()).or_insert(0u64) += u64::from(line.quantity);
+    }
+    total
 }
 
 /// A successful charge.

@@ -1,7 +1,8 @@
 //! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
 //! through which steps reach them (repositories and gateways), the catalogue of error names the
-//! steps report, the SQLite adapters and sandbox gateways of the embedded default, and a
-//! Stripe-compatible payment gateway over HTTP (`stripe`).
+//! steps report, the SQLite adapters of the embedded default, the DynamoDB adapters of AWS mode,
+//! the sandbox gateways over either, and a Stripe-compatible payment gateway over HTTP
+//! (`stripe`).
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -12,10 +13,12 @@ pub mod ports;
 pub use domain::*;
 pub use error::{ErrorName, GatewayError, StoreError};
 pub use ports::*;
+pub mod dynamodb;
 pub mod sandbox;
 pub mod sqlite;
 pub mod stripe;
 
+pub use dynamodb::DynamoStore;
 pub use sandbox::{SandboxPayments, SandboxShipping};
 pub use sqlite::{Durability, SqliteStore};
 pub use stripe::{SecretKey, StripeConfig, StripePayments};

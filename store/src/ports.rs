@@ -30,6 +30,52 @@ pub enum Decided {
     NotAwaiting(Order),
 }
 
+/// How an operator's decision applies to an order as it stands: the rule every adapter follows,
+/// before it writes (conditionally, so that the order it judged is the one it changes).
+pub(crate) enum DecisionPlan {
+    /// Nothing to write: this is the answer.
+    Answer(Box<Decided>),
+    /// Record the decision, clear the parked `token` (handed back in `Decided::Applied`), and
+    /// move the order to `status`.
+    Record { token: String, status: OrderStatus },
+}
+
+impl DecisionPlan {
+    pub(crate) fn new(order: Order, decision: Decision) -> DecisionPlan {
+        let approval = order.approval.as_ref();
+        if let Some(previous) = approval.and_then(|a| a.decision) {
+            return DecisionPlan::Answer(Box::new(if previous == decision {
+                Decided::Replayed(order)
+            } else {
+                Decided::Conflict(order)
+            }));
+        }
+        let token = match approval.and_then(|a| a.task_token.clone()) {
+            Some(token) if order.status == OrderStatus::AwaitingApproval => token,
+            _ => return DecisionPlan::Answer(Box::new(Decided::NotAwaiting(order))),
+        };
+        // A rejection leaves the status to the compensation it starts.
+        let status = match decision {
+            Decision::Approve => OrderStatus::Approved,
+            Decision::Reject => OrderStatus::AwaitingApproval,
+        };
+        DecisionPlan::Record { token, status }
+    }
+}
+
+/// Logs a charge id that `record_charge` did not record because the order has another (see
+/// there); the rule every adapter follows after its conditional write.
+pub(crate) fn warn_if_other_charge(order: &Order, offered: &str) {
+    if order.charge_id.as_deref() != Some(offered) {
+        tracing::warn!(
+            order_id = %order.id(),
+            recorded = order.charge_id.as_deref().unwrap_or_default(),
+            ignored = offered,
+            "the order has another charge recorded; keeping it"
+        );
+    }
+}
+
 /// One order waiting for an operator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingApproval {

@@ -1,16 +1,101 @@
-//! The sandbox gateways' magic values, and their "once" behaviours across restarts.
+//! The sandbox gateways' magic values, and their "once" behaviours across restarts, on each
+//! backend's ledger: the behaviour is written once, so both must show exactly the same.
 
-use store::contract::{address, order_id};
+use aws_sdk_dynamodb::Client;
+use store::contract::{address, moto, order_id, unique};
 use store::sandbox::*;
 use store::{
-    ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded, ShipmentRequest,
+    ChargeRequest, DynamoStore, GatewayError, OrderId, PaymentGateway, Refunded, ShipmentRequest,
     ShippingGateway, SqliteStore,
 };
 use tempfile::TempDir;
 
-fn open(dir: &TempDir) -> SqliteStore {
-    SqliteStore::open(dir.path().join("store.db")).expect("open store")
+/// Where a sandbox keeps its ledger. Each call opens the store anew, as a restarted service
+/// would.
+trait Backend {
+    fn payments(&self) -> Box<dyn PaymentGateway>;
+    fn shipping(&self) -> Box<dyn ShippingGateway>;
 }
+
+struct Sqlite(TempDir);
+
+impl Sqlite {
+    fn open(&self) -> SqliteStore {
+        SqliteStore::open(self.0.path().join("store.db")).expect("open store")
+    }
+}
+
+impl Backend for Sqlite {
+    fn payments(&self) -> Box<dyn PaymentGateway> {
+        Box::new(self.open().payments())
+    }
+    fn shipping(&self) -> Box<dyn ShippingGateway> {
+        Box::new(self.open().shipping())
+    }
+}
+
+struct Dynamo {
+    client: Client,
+    table: String,
+}
+
+impl Dynamo {
+    fn open(&self) -> DynamoStore {
+        DynamoStore::new(self.client.clone(), self.table.clone())
+    }
+}
+
+impl Backend for Dynamo {
+    fn payments(&self) -> Box<dyn PaymentGateway> {
+        Box::new(self.open().payments())
+    }
+    fn shipping(&self) -> Box<dyn ShippingGateway> {
+        Box::new(self.open().shipping())
+    }
+}
+
+async fn sqlite() -> Sqlite {
+    Sqlite(tempfile::tempdir().expect("temp dir"))
+}
+
+async fn dynamodb() -> Dynamo {
+    let client = moto::shared().client();
+    let table = unique("sandbox");
+    store::dynamodb::create_table(&client, &table)
+        .await
+        .expect("create table");
+    Dynamo { client, table }
+}
+
+/// One `#[tokio::test]` per backend for each test below.
+macro_rules! on_each_backend {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(&super::sqlite().await).await;
+            })*
+        }
+        mod on_dynamodb {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(&super::dynamodb().await).await;
+            })*
+        }
+    };
+}
+
+on_each_backend!(
+    visa_charges_with_stable_prefixed_ids,
+    declined_card_is_rejected_and_charges_nothing,
+    unknown_payment_methods_are_rejected,
+    unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart,
+    lost_response_charges_once_and_the_retry_finds_the_charge,
+    a_charge_refunded_under_another_key_is_not_refunded_again,
+    postal_code_00000_is_rejected_and_ships_nothing,
+    postal_code_99999_is_unavailable_once_per_order_across_a_restart,
+    a_charge_arriving_after_a_refund_of_nothing_is_refused,
+);
 
 fn charge_with(id: &OrderId, payment_method: &str) -> ChargeRequest {
     ChargeRequest {
@@ -30,10 +115,8 @@ fn shipment_to(id: &OrderId, postal_code: &str) -> ShipmentRequest {
     }
 }
 
-#[tokio::test]
-async fn visa_charges_with_stable_prefixed_ids() {
-    let dir = tempfile::tempdir().unwrap();
-    let payments = open(&dir).payments();
+async fn visa_charges_with_stable_prefixed_ids(backend: &dyn Backend) {
+    let payments = backend.payments();
     let id = order_id("visa");
     let charge = payments
         .charge(&charge_with(&id, PM_SUCCEEDS))
@@ -46,10 +129,8 @@ async fn visa_charges_with_stable_prefixed_ids() {
     assert!(refund.refund_id.starts_with("re_"), "{}", refund.refund_id);
 }
 
-#[tokio::test]
-async fn declined_card_is_rejected_and_charges_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let payments = open(&dir).payments();
+async fn declined_card_is_rejected_and_charges_nothing(backend: &dyn Backend) {
+    let payments = backend.payments();
     let id = order_id("declined");
     for _ in 0..2 {
         let err = payments
@@ -65,10 +146,8 @@ async fn declined_card_is_rejected_and_charges_nothing() {
     assert_eq!(payments.find_charge(&id).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn unknown_payment_methods_are_rejected() {
-    let dir = tempfile::tempdir().unwrap();
-    let payments = open(&dir).payments();
+async fn unknown_payment_methods_are_rejected(backend: &dyn Backend) {
+    let payments = backend.payments();
     for method in ["pm_card_mastercard", "tok_visa", "", "PM_CARD_VISA"] {
         let id = order_id("unknown-pm");
         let err = payments
@@ -83,12 +162,12 @@ async fn unknown_payment_methods_are_rejected() {
     }
 }
 
-#[tokio::test]
-async fn unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+async fn unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart(
+    backend: &dyn Backend,
+) {
     let (a, b) = (order_id("flaky-a"), order_id("flaky-b"));
     {
-        let payments = open(&dir).payments();
+        let payments = backend.payments();
         let err = payments
             .charge(&charge_with(&a, PM_UNAVAILABLE_ONCE))
             .await
@@ -101,7 +180,7 @@ async fn unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart
         );
     }
     // After a restart the first attempt is still remembered.
-    let payments = open(&dir).payments();
+    let payments = backend.payments();
     let charge = payments
         .charge(&charge_with(&a, PM_UNAVAILABLE_ONCE))
         .await
@@ -127,13 +206,11 @@ async fn unavailable_once_fails_the_first_attempt_of_each_order_across_a_restart
         .unwrap();
 }
 
-#[tokio::test]
-async fn lost_response_charges_once_and_the_retry_finds_the_charge() {
-    let dir = tempfile::tempdir().unwrap();
+async fn lost_response_charges_once_and_the_retry_finds_the_charge(backend: &dyn Backend) {
     let id = order_id("lost");
     let request = charge_with(&id, PM_LOST_RESPONSE);
     let found = {
-        let payments = open(&dir).payments();
+        let payments = backend.payments();
         let err = payments.charge(&request).await.unwrap_err();
         assert!(matches!(err, GatewayError::Unavailable(_)), "{err:?}");
         // The caller does not know, but the money moved.
@@ -143,7 +220,7 @@ async fn lost_response_charges_once_and_the_retry_finds_the_charge() {
             .unwrap()
             .expect("the charge was made")
     };
-    let payments = open(&dir).payments();
+    let payments = backend.payments();
     assert_eq!(
         payments.charge(&request).await.unwrap(),
         found,
@@ -159,10 +236,8 @@ async fn lost_response_charges_once_and_the_retry_finds_the_charge() {
     );
 }
 
-#[tokio::test]
-async fn a_charge_refunded_under_another_key_is_not_refunded_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let payments = open(&dir).payments();
+async fn a_charge_refunded_under_another_key_is_not_refunded_again(backend: &dyn Backend) {
+    let payments = backend.payments();
     let id = order_id("two-keys");
     payments
         .charge(&charge_with(&id, PM_SUCCEEDS))
@@ -188,10 +263,8 @@ async fn a_charge_refunded_under_another_key_is_not_refunded_again() {
     assert!(matches!(err, GatewayError::KeyReused(_)), "{err:?}");
 }
 
-#[tokio::test]
-async fn postal_code_00000_is_rejected_and_ships_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let shipping = open(&dir).shipping();
+async fn postal_code_00000_is_rejected_and_ships_nothing(backend: &dyn Backend) {
+    let shipping = backend.shipping();
     let id = order_id("undeliverable");
     for _ in 0..2 {
         let err = shipping
@@ -203,12 +276,10 @@ async fn postal_code_00000_is_rejected_and_ships_nothing() {
     assert_eq!(shipping.shipment(&id).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn postal_code_99999_is_unavailable_once_per_order_across_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
+async fn postal_code_99999_is_unavailable_once_per_order_across_a_restart(backend: &dyn Backend) {
     let id = order_id("carrier-down");
     {
-        let shipping = open(&dir).shipping();
+        let shipping = backend.shipping();
         let err = shipping
             .create_shipment(&shipment_to(&id, POSTAL_UNAVAILABLE_ONCE))
             .await
@@ -216,7 +287,7 @@ async fn postal_code_99999_is_unavailable_once_per_order_across_a_restart() {
         assert!(err.is_transient(), "{err:?}");
         assert_eq!(shipping.shipment(&id).await.unwrap(), None);
     }
-    let shipping = open(&dir).shipping();
+    let shipping = backend.shipping();
     let shipment = shipping
         .create_shipment(&shipment_to(&id, POSTAL_UNAVAILABLE_ONCE))
         .await
@@ -229,20 +300,25 @@ async fn postal_code_99999_is_unavailable_once_per_order_across_a_restart() {
     assert_eq!(shipping.shipment(&id).await.unwrap(), Some(shipment));
 }
 
+/// On two stores, of either backend, that share nothing.
 #[tokio::test]
 async fn the_same_order_gets_the_same_tracking_number_everywhere() {
     let id = order_id("tracking");
+    let backends: [Box<dyn Backend>; 3] = [
+        Box::new(sqlite().await),
+        Box::new(sqlite().await),
+        Box::new(dynamodb().await),
+    ];
     let mut numbers = Vec::new();
-    for _ in 0..2 {
-        let dir = tempfile::tempdir().unwrap();
-        let shipment = open(&dir)
+    for backend in &backends {
+        let shipment = backend
             .shipping()
             .create_shipment(&shipment_to(&id, "75001"))
             .await
             .unwrap();
         numbers.push(shipment.tracking_number);
     }
-    assert_eq!(numbers[0], numbers[1]);
+    assert!(numbers.iter().all(|n| *n == numbers[0]), "{numbers:?}");
     let n = &numbers[0];
     assert!(n.len() == 18 && n.starts_with("1Z"), "{n}");
     assert!(
@@ -253,10 +329,8 @@ async fn the_same_order_gets_the_same_tracking_number_everywhere() {
     );
 }
 
-#[tokio::test]
-async fn a_charge_arriving_after_a_refund_of_nothing_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let payments = open(&dir).payments();
+async fn a_charge_arriving_after_a_refund_of_nothing_is_refused(backend: &dyn Backend) {
+    let payments = backend.payments();
     let id = order_id("zombie");
     // The saga gave up on a charge step (timeout) and compensated: nothing was charged yet.
     let refund = payments.refund(&id, None, &id.refund_key()).await.unwrap();

@@ -10,6 +10,7 @@
 pub mod fake_stripe;
 pub mod gateways;
 pub mod inventory;
+pub mod moto;
 pub mod orders;
 
 use crate::domain::*;

@@ -1,6 +1,7 @@
-//! Sandbox gateways of the embedded default: a payment provider and a carrier that keep their
-//! ledger in the store's SQLite file and behave by magic values, like card processors' test
-//! cards, so a new user can exercise every path of the saga by typing a value:
+//! Sandbox gateways: a payment provider and a carrier that keep their ledger in the store (the
+//! SQLite file of the embedded default, or the DynamoDB table) and behave by magic values, like
+//! card processors' test cards, so a new user can exercise every path of the saga by typing a
+//! value:
 //!
 //! | field | value | behaviour |
 //! |---|---|---|
@@ -12,17 +13,21 @@
 //! | postal code | `00000` | the shipment is rejected |
 //! | postal code | `99999` | `Unavailable` on the first attempt, then shipped |
 //!
-//! "Once" is counted per idempotency key (per order for shipments) in a table of the same file,
-//! so it stays once across restarts. Ids are derived from the keys, so a replay of a scenario
-//! shows the same charge, refund, shipment and tracking number.
+//! "Once" is counted per idempotency key (per order for shipments) in the store, so it stays once
+//! across restarts. Ids are derived from the keys, so a replay of a scenario shows the same
+//! charge, refund, shipment and tracking number.
+//!
+//! The behaviour is written once, over the [`Ledger`] trait; each backend implements only the
+//! storage (`sqlite/ledger.rs`, `dynamodb/ledger.rs`).
 
+pub mod ledger;
 mod payments;
 mod shipping;
 
+pub use ledger::Ledger;
 pub use payments::SandboxPayments;
 pub use shipping::SandboxShipping;
 
-use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 pub const PM_SUCCEEDS: &str = "pm_card_visa";
@@ -31,15 +36,6 @@ pub const PM_UNAVAILABLE_ONCE: &str = "pm_card_unavailable_once";
 pub const PM_LOST_RESPONSE: &str = "pm_card_lost_response";
 pub const POSTAL_REJECTED: &str = "00000";
 pub const POSTAL_UNAVAILABLE_ONCE: &str = "99999";
-
-/// Counts one more trigger of a "once" behaviour and returns the count, 1 the first time.
-fn bump_attempt(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
-    conn.prepare_cached(
-        "INSERT INTO sandbox_attempts (key, count) VALUES (?1, 1) \
-         ON CONFLICT (key) DO UPDATE SET count = count + 1 RETURNING count",
-    )?
-    .query_row([key], |r| crate::sqlite::get_u64(r, 0))
-}
 
 /// `prefix` + 24 hex digits of SHA-256 of `seed`.
 fn derive_id(prefix: &str, seed: &str) -> String {

@@ -1,26 +1,26 @@
 //! The sandbox payment provider: a ledger of charges and refunds keyed by idempotency key, as a
-//! Stripe-compatible provider keeps one. A charge is one immediate transaction: look the key
-//! up, compare, then write; so two racing calls with one key make one charge.
+//! Stripe-compatible provider keeps one. It looks the key up, decides, then stores the charge
+//! conditionally: two racing calls with one key make one charge, and the loser replays it.
 
-use super::{
-    PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, bump_attempt, derive_id,
-};
+use super::ledger::{ChargeAdded, Ledger, LedgerCharge, PaymentVoid, RefundAdded};
+use super::{PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, derive_id};
 use crate::domain::{Charge, OrderId, Refund};
-use crate::error::{GatewayError, StoreError};
+use crate::error::GatewayError;
 use crate::ports::{ChargeRequest, PaymentGateway, Refunded};
-use crate::sqlite::{SqliteStore, get_ts, get_u64, immediate, now, parse_ts, to_sql_u64};
+use crate::sqlite::SqliteStore;
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use chrono::Utc;
 
-/// The sandbox payment gateway. Build it with [`SqliteStore::payments`].
+/// The sandbox payment gateway over a backend's ledger. Build it with
+/// [`SqliteStore::payments`] or [`DynamoStore::payments`](crate::dynamodb::DynamoStore::payments).
 #[derive(Debug, Clone)]
-pub struct SandboxPayments {
-    store: SqliteStore,
+pub struct SandboxPayments<L = SqliteStore> {
+    ledger: L,
 }
 
-impl SandboxPayments {
-    pub fn new(store: SqliteStore) -> SandboxPayments {
-        SandboxPayments { store }
+impl<L: Ledger> SandboxPayments<L> {
+    pub fn new(ledger: L) -> SandboxPayments<L> {
+        SandboxPayments { ledger }
     }
 }
 
@@ -44,190 +44,105 @@ fn method(payment_method: &str) -> Result<Method, GatewayError> {
     }
 }
 
-/// A stored charge and the parameters it was made with.
-struct ChargeRow {
-    charge: Charge,
-    payment_method: String,
+/// A key seen before: the same parameters get its charge, others are refused.
+fn replay(found: LedgerCharge, req: &ChargeRequest) -> Result<Charge, GatewayError> {
+    let c = &found.charge;
+    let same = c.order_id == req.order_id
+        && c.amount_cents == req.amount_cents
+        && c.currency == req.currency
+        && found.payment_method == req.payment_method;
+    if !same {
+        return Err(GatewayError::KeyReused(format!(
+            "key {} charged {} {} to {} for order {}",
+            req.idempotency_key, c.amount_cents, c.currency, found.payment_method, c.order_id
+        )));
+    }
+    Ok(found.charge)
 }
 
-const SELECT_CHARGE: &str = "SELECT idempotency_key, charge_id, order_id, amount_cents, currency, \
-    created_at, payment_method FROM sandbox_charges";
-
-fn charge_from_row(r: &rusqlite::Row) -> rusqlite::Result<ChargeRow> {
-    let order_id: String = r.get(2)?;
-    Ok(ChargeRow {
-        charge: Charge {
-            idempotency_key: r.get(0)?,
-            charge_id: r.get(1)?,
-            order_id: OrderId::parse(&order_id).map_err(|e| crate::sqlite::bad_column(2, e))?,
-            amount_cents: get_u64(r, 3)?,
-            currency: r.get(4)?,
-            created_at: get_ts(r, 5)?,
-        },
-        payment_method: r.get(6)?,
-    })
+fn voided(id: &OrderId) -> GatewayError {
+    GatewayError::Rejected(format!(
+        "order {id} was voided: its payment was compensated before any charge"
+    ))
 }
 
-fn charge_by_key(conn: &Connection, key: &str) -> rusqlite::Result<Option<ChargeRow>> {
-    conn.prepare_cached(&format!("{SELECT_CHARGE} WHERE idempotency_key = ?1"))?
-        .query_row([key], charge_from_row)
-        .optional()
-}
-
-fn charge_by_id(conn: &Connection, charge_id: &str) -> rusqlite::Result<Option<ChargeRow>> {
-    conn.prepare_cached(&format!("{SELECT_CHARGE} WHERE charge_id = ?1"))?
-        .query_row([charge_id], charge_from_row)
-        .optional()
-}
-
-/// The order's first charge: the one the saga made (a provider would accept more, under other
-/// keys; the saga only ever uses `charge:{order}`).
-fn charge_of_order(conn: &Connection, id: &OrderId) -> rusqlite::Result<Option<ChargeRow>> {
-    conn.prepare_cached(&format!(
-        "{SELECT_CHARGE} WHERE order_id = ?1 ORDER BY created_at, rowid LIMIT 1"
-    ))?
-    .query_row([id.as_str()], charge_from_row)
-    .optional()
-}
-
-fn refund_where(conn: &Connection, column: &str, value: &str) -> rusqlite::Result<Option<Refund>> {
-    conn.prepare_cached(&format!(
-        "SELECT idempotency_key, refund_id, charge_id, order_id, amount_cents, created_at \
-         FROM sandbox_refunds WHERE {column} = ?1"
-    ))?
-    .query_row([value], |r| {
-        let order_id: String = r.get(3)?;
-        Ok(Refund {
-            idempotency_key: r.get(0)?,
-            refund_id: r.get(1)?,
-            charge_id: r.get(2)?,
-            order_id: OrderId::parse(&order_id).map_err(|e| crate::sqlite::bad_column(3, e))?,
-            amount_cents: get_u64(r, 4)?,
-            created_at: get_ts(r, 5)?,
-        })
-    })
-    .optional()
-}
-
-fn void_key(id: &OrderId) -> String {
-    format!("void:{id}")
-}
-
-/// Whether a refund found nothing to refund for the order (see `refund`).
-fn voided(conn: &Connection, id: &OrderId) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT 1 FROM sandbox_attempts WHERE key = ?1")?
-        .query_row([void_key(id)], |_| Ok(()))
-        .optional()
-        .map(|found| found.is_some())
-}
-
-fn same_request(row: &ChargeRow, req: &ChargeRequest) -> bool {
-    row.charge.order_id == req.order_id
-        && row.charge.amount_cents == req.amount_cents
-        && row.charge.currency == req.currency
-        && row.payment_method == req.payment_method
+/// A refund key names one order's refund.
+fn refund_replay(found: Refund, id: &OrderId) -> Result<Refunded, GatewayError> {
+    if found.order_id != *id {
+        return Err(GatewayError::KeyReused(format!(
+            "key {} refunded order {}",
+            found.idempotency_key, found.order_id
+        )));
+    }
+    Ok(Refunded::Already(found))
 }
 
 #[async_trait]
-impl PaymentGateway for SandboxPayments {
-    async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError> {
-        let req = request.clone();
-        let amount = to_sql_u64(req.amount_cents, "amount").map_err(|_| {
-            GatewayError::Rejected(format!("amount {} is too large", req.amount_cents))
-        })?;
-        // The outer result is the store's, the inner one the provider's answer.
-        self.store
-            .write(
-                move |conn| -> Result<Result<Charge, GatewayError>, StoreError> {
-                    let tx = immediate(conn)?;
-                    if let Some(row) = charge_by_key(&tx, &req.idempotency_key)? {
-                        if !same_request(&row, &req) {
-                            return Ok(Err(GatewayError::KeyReused(format!(
-                                "key {} charged {} {} to {} for order {}",
-                                req.idempotency_key,
-                                row.charge.amount_cents,
-                                row.charge.currency,
-                                row.payment_method,
-                                row.charge.order_id
-                            ))));
-                        }
-                        return Ok(Ok(row.charge));
-                    }
-                    if voided(&tx, &req.order_id)? {
-                        return Ok(Err(GatewayError::Rejected(format!(
-                            "order {} was voided: its payment was compensated before any charge",
-                            req.order_id
-                        ))));
-                    }
-                    let method = match method(&req.payment_method) {
-                        Ok(m) => m,
-                        Err(e) => return Ok(Err(e)),
-                    };
-                    match method {
-                        Method::Declined => {
-                            return Ok(Err(GatewayError::Rejected(
-                                "your card was declined".to_owned(),
-                            )));
-                        }
-                        Method::UnavailableOnce => {
-                            let key = format!("unavailable:{}", req.idempotency_key);
-                            if bump_attempt(&tx, &key)? == 1 {
-                                tx.commit()?;
-                                return Ok(Err(GatewayError::Unavailable(
-                                    "payment provider unavailable (sandbox: first attempt)"
-                                        .to_owned(),
-                                )));
-                            }
-                        }
-                        Method::Succeeds | Method::LostResponse => {}
-                    }
-                    let stamp = now();
-                    let charge = Charge {
-                        charge_id: derive_id("ch_", &req.idempotency_key),
-                        idempotency_key: req.idempotency_key.clone(),
-                        order_id: req.order_id.clone(),
-                        amount_cents: req.amount_cents,
-                        currency: req.currency.clone(),
-                        created_at: parse_ts(0, &stamp)?,
-                    };
-                    tx.prepare_cached(
-                        "INSERT INTO sandbox_charges (idempotency_key, charge_id, order_id, \
-                     amount_cents, currency, payment_method, created_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    )?
-                    .execute(params![
-                        charge.idempotency_key,
-                        charge.charge_id,
-                        charge.order_id.as_str(),
-                        amount,
-                        charge.currency,
-                        req.payment_method,
-                        stamp
-                    ])?;
-                    if matches!(method, Method::LostResponse)
-                        && bump_attempt(&tx, &format!("lost:{}", req.idempotency_key))? == 1
-                    {
-                        // The money moved and is committed; only the answer is lost.
-                        tx.commit()?;
-                        return Ok(Err(GatewayError::Unavailable(
-                            "no response from the payment provider (sandbox: the charge was made)"
-                                .to_owned(),
-                        )));
-                    }
-                    tx.commit()?;
-                    Ok(Ok(charge))
-                },
-            )
-            .await?
+impl<L: Ledger> PaymentGateway for SandboxPayments<L> {
+    async fn charge(&self, req: &ChargeRequest) -> Result<Charge, GatewayError> {
+        // Amounts are stored as signed 64-bit integers, like a provider's; beyond that, refuse.
+        if i64::try_from(req.amount_cents).is_err() {
+            return Err(GatewayError::Rejected(format!(
+                "amount {} is too large",
+                req.amount_cents
+            )));
+        }
+        let key = &req.idempotency_key;
+        if let Some(found) = self.ledger.charge_by_key(key).await? {
+            return replay(found, req);
+        }
+        if self.ledger.payment_voided(&req.order_id).await? {
+            return Err(voided(&req.order_id));
+        }
+        let method = method(&req.payment_method)?;
+        match method {
+            Method::Declined => {
+                return Err(GatewayError::Rejected("your card was declined".to_owned()));
+            }
+            Method::UnavailableOnce => {
+                if self
+                    .ledger
+                    .count_attempt(&format!("unavailable:{key}"))
+                    .await?
+                    == 1
+                {
+                    return Err(GatewayError::Unavailable(
+                        "payment provider unavailable (sandbox: first attempt)".to_owned(),
+                    ));
+                }
+            }
+            Method::Succeeds | Method::LostResponse => {}
+        }
+        let charge = LedgerCharge {
+            charge: Charge {
+                charge_id: derive_id("ch_", key),
+                idempotency_key: key.clone(),
+                order_id: req.order_id.clone(),
+                amount_cents: req.amount_cents,
+                currency: req.currency.clone(),
+                created_at: Utc::now(),
+            },
+            payment_method: req.payment_method.clone(),
+        };
+        match self.ledger.add_charge(&charge).await? {
+            ChargeAdded::New => {}
+            ChargeAdded::Existing(found) => return replay(found, req),
+            ChargeAdded::Voided => return Err(voided(&req.order_id)),
+        }
+        if matches!(method, Method::LostResponse)
+            && self.ledger.count_attempt(&format!("lost:{key}")).await? == 1
+        {
+            // The money moved and is stored; only the answer is lost.
+            return Err(GatewayError::Unavailable(
+                "no response from the payment provider (sandbox: the charge was made)".to_owned(),
+            ));
+        }
+        Ok(charge.charge)
     }
 
     async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError> {
-        let id = order_id.clone();
-        let found = self
-            .store
-            .read(move |conn| Ok(charge_of_order(conn, &id)?.map(|row| row.charge)))
-            .await?;
-        Ok(found)
+        let found = self.ledger.charge_of_order(order_id).await?;
+        Ok(found.map(|row| row.charge))
     }
 
     /// Refunds the order's charge in full: the one named, or else the order's first. A charge
@@ -241,74 +156,49 @@ impl PaymentGateway for SandboxPayments {
         charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError> {
-        let id = order_id.clone();
-        let charge_id = charge_id.map(str::to_owned);
-        let key = idempotency_key.to_owned();
-        self.store
-            .write(
-                move |conn| -> Result<Result<Refunded, GatewayError>, StoreError> {
-                    let tx = immediate(conn)?;
-                    if let Some(refund) = refund_where(&tx, "idempotency_key", &key)? {
-                        if refund.order_id != id {
-                            return Ok(Err(GatewayError::KeyReused(format!(
-                                "key {key} refunded order {}",
-                                refund.order_id
-                            ))));
-                        }
-                        return Ok(Ok(Refunded::Already(refund)));
-                    }
-                    let charge = match charge_id {
-                        Some(charge_id) => match charge_by_id(&tx, &charge_id)? {
-                            Some(row) if row.charge.order_id == id => row.charge,
-                            Some(row) => {
-                                return Ok(Err(GatewayError::Rejected(format!(
-                                    "charge {charge_id} is order {}'s, not {id}'s",
-                                    row.charge.order_id
-                                ))));
-                            }
-                            None => {
-                                return Ok(Err(GatewayError::Rejected(format!(
-                                    "no charge {charge_id} (order {id})"
-                                ))));
-                            }
-                        },
-                        None => match charge_of_order(&tx, &id)? {
-                            Some(row) => row.charge,
-                            None => {
-                                bump_attempt(&tx, &void_key(&id))?;
-                                tx.commit()?;
-                                return Ok(Ok(Refunded::NothingCharged));
-                            }
-                        },
-                    };
-                    if let Some(refund) = refund_where(&tx, "charge_id", &charge.charge_id)? {
-                        return Ok(Ok(Refunded::Already(refund)));
-                    }
-                    let stamp = now();
-                    let refund = Refund {
-                        refund_id: derive_id("re_", &key),
-                        idempotency_key: key,
-                        charge_id: charge.charge_id,
-                        order_id: id,
-                        amount_cents: charge.amount_cents,
-                        created_at: parse_ts(0, &stamp)?,
-                    };
-                    tx.prepare_cached(
-                        "INSERT INTO sandbox_refunds (idempotency_key, refund_id, charge_id, \
-                     order_id, amount_cents, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    )?
-                    .execute(params![
-                        refund.idempotency_key,
-                        refund.refund_id,
-                        refund.charge_id,
-                        refund.order_id.as_str(),
-                        to_sql_u64(refund.amount_cents, "amount")?,
-                        stamp
-                    ])?;
-                    tx.commit()?;
-                    Ok(Ok(Refunded::Now(refund)))
+        let id = order_id;
+        if let Some(found) = self.ledger.refund_by_key(idempotency_key).await? {
+            return refund_replay(found, id);
+        }
+        let charge = match charge_id {
+            Some(charge_id) => match self.ledger.charge_by_id(charge_id).await? {
+                Some(found) if found.charge.order_id == *id => found.charge,
+                Some(found) => {
+                    return Err(GatewayError::Rejected(format!(
+                        "charge {charge_id} is order {}'s, not {id}'s",
+                        found.charge.order_id
+                    )));
+                }
+                None => {
+                    return Err(GatewayError::Rejected(format!(
+                        "no charge {charge_id} (order {id})"
+                    )));
+                }
+            },
+            None => match self.ledger.charge_of_order(id).await? {
+                Some(found) => found.charge,
+                None => match self.ledger.void_payment(id).await? {
+                    PaymentVoid::Voided => return Ok(Refunded::NothingCharged),
+                    // A charge landed since the look-up: refund it.
+                    PaymentVoid::Charged(found) => found.charge,
                 },
-            )
-            .await?
+            },
+        };
+        if let Some(found) = self.ledger.refund_of_charge(&charge).await? {
+            return Ok(Refunded::Already(found));
+        }
+        let refund = Refund {
+            refund_id: derive_id("re_", idempotency_key),
+            idempotency_key: idempotency_key.to_owned(),
+            charge_id: charge.charge_id.clone(),
+            order_id: id.clone(),
+            amount_cents: charge.amount_cents,
+            created_at: Utc::now(),
+        };
+        match self.ledger.add_refund(&refund, &charge).await? {
+            RefundAdded::New => Ok(Refunded::Now(refund)),
+            RefundAdded::KeyUsed(found) => refund_replay(found, id),
+            RefundAdded::ChargeRefunded(found) => Ok(Refunded::Already(found)),
+        }
     }
 }

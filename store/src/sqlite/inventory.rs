@@ -15,7 +15,6 @@ use crate::error::StoreError;
 use crate::ports::{InventoryRepository, Released, Reserved};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use std::collections::BTreeMap;
 
 fn status_str(s: ReservationStatus) -> &'static str {
     match s {
@@ -71,16 +70,6 @@ fn stock_level(conn: &Connection, sku: &str) -> Result<Option<StockLevel>, Store
         .optional()?)
 }
 
-/// Quantities per SKU: an order may list one SKU on several lines, and availability must be
-/// checked against their sum.
-fn per_sku(lines: &[ReservedLine]) -> BTreeMap<&str, u64> {
-    let mut total = BTreeMap::new();
-    for line in lines {
-        *total.entry(line.sku.as_str()).or_insert(0u64) += u64::from(line.quantity);
-    }
-    total
-}
-
 /// Moves `quantity` of each line's SKU from `reserved` to another column (`available` on a
 /// release, `shipped` on shipping). Fails if the stock does not hold what the reservation says.
 fn move_reserved(conn: &Connection, res: &Reservation, to_column: &str) -> Result<(), StoreError> {
@@ -89,7 +78,7 @@ fn move_reserved(conn: &Connection, res: &Reservation, to_column: &str) -> Resul
          WHERE sku = ?1 AND reserved >= ?2"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
-    for (sku, quantity) in per_sku(&res.lines) {
+    for (sku, quantity) in quantities_per_sku(&res.lines) {
         if stmt.execute(params![sku, to_sql_u64(quantity, "quantity")?])? != 1 {
             return Err(StoreError::Internal(format!(
                 "stock of {sku} does not hold the reservation of order {}",
@@ -155,7 +144,7 @@ impl InventoryRepository for SqliteStore {
                     "UPDATE stock SET available = available - ?2, reserved = reserved + ?2 \
                      WHERE sku = ?1 AND available >= ?2",
                 )?;
-                for (sku, quantity) in per_sku(&lines) {
+                for (sku, quantity) in quantities_per_sku(&lines) {
                     if take.execute(params![sku, to_sql_u64(quantity, "quantity")?])? == 0 {
                         let available = stock_level(&tx, sku)?.map_or(0, |s| s.available);
                         // Returning drops `tx`, which rolls back the SKUs taken so far.

@@ -10,6 +10,7 @@
 
 mod codec;
 mod inventory;
+mod ledger;
 mod orders;
 mod schema;
 

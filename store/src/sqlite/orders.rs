@@ -8,7 +8,9 @@ use super::{
 };
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{Created, Decided, OrderRepository, PendingApproval};
+use crate::ports::{
+    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -197,14 +199,7 @@ impl OrderRepository for SqliteStore {
             vec![charge_id.to_owned().into(), now().into()],
         )
         .await?;
-        if order.charge_id.as_deref() != Some(charge_id) {
-            tracing::warn!(
-                order_id = %id,
-                recorded = order.charge_id.as_deref().unwrap_or_default(),
-                ignored = charge_id,
-                "the order has another charge recorded; keeping it"
-            );
-        }
+        warn_if_other_charge(&order, charge_id);
         Ok(order)
     }
 
@@ -214,15 +209,7 @@ impl OrderRepository for SqliteStore {
         to: OrderStatus,
         failure: Option<Failure>,
     ) -> Result<Order, StoreError> {
-        // A failure belongs only to the statuses of a compensation.
-        let failure = failure.filter(|_| {
-            matches!(
-                to,
-                OrderStatus::Compensating
-                    | OrderStatus::Cancelled
-                    | OrderStatus::CompensationFailed
-            )
-        });
+        let failure = failure.filter(|_| to.is_compensation());
         let (error, cause) = match failure {
             Some(f) => (Some(f.error), Some(f.cause)),
             None => (None, None),
@@ -288,22 +275,9 @@ impl OrderRepository for SqliteStore {
         let reason = reason.map(str::to_owned);
         self.write(move |conn| {
             let tx = immediate(conn)?;
-            let order = load_existing(&tx, &id)?;
-            let approval = order.approval.as_ref();
-            if let Some(previous) = approval.and_then(|a| a.decision) {
-                return Ok(if previous == decision {
-                    Decided::Replayed(order)
-                } else {
-                    Decided::Conflict(order)
-                });
-            }
-            let token = match approval.and_then(|a| a.task_token.clone()) {
-                Some(token) if order.status == OrderStatus::AwaitingApproval => token,
-                _ => return Ok(Decided::NotAwaiting(order)),
-            };
-            let status = match decision {
-                Decision::Approve => OrderStatus::Approved,
-                Decision::Reject => OrderStatus::AwaitingApproval,
+            let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision) {
+                DecisionPlan::Answer(answer) => return Ok(*answer),
+                DecisionPlan::Record { token, status } => (token, status),
             };
             let changed = tx
                 .prepare_cached(

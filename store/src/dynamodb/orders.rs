@@ -1,0 +1,503 @@
+//! `OrderRepository` on DynamoDB. Each write is one conditional `PutItem` or `UpdateItem` whose
+//! condition is the contract (insert if absent, move status only to a later one, record a
+//! decision only if none is), and whose answer is the order afterwards: the new item when the
+//! condition held, the old one (`ALL_OLD`) when it did not.
+//!
+//! The status rule is `OrderStatus::can_move_to`, turned into the condition
+//! `status IN (every status that may move to the target)`, so the two cannot disagree.
+//!
+//! Pending approvals come from the sparse `pending-approvals` index, which DynamoDB updates
+//! after the write (eventually consistent, typically well under a second). So each candidate is
+//! read again, consistently, and only orders still awaiting a decision are listed, with the
+//! token parked now: a decided or re-parked order is never shown stale. An order parked in the
+//! last moment may be missing from the list until the index catches up; the operator's next
+//! look finds it.
+
+use super::codec::{Fields, Item, json, n, s, ts};
+use super::table::{APPROVAL_QUEUE, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX, prefix};
+use super::{DynamoStore, Written, error::sdk};
+use crate::domain::*;
+use crate::error::StoreError;
+use crate::ports::{
+    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+fn order_pk(id: &OrderId) -> String {
+    format!("{}{id}", prefix::ORDER)
+}
+
+fn decision_str(d: Decision) -> &'static str {
+    match d {
+        Decision::Approve => "approve",
+        Decision::Reject => "reject",
+    }
+}
+
+fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreError> {
+    Ok(HashMap::from([
+        (PARTITION_KEY.to_owned(), s(order_pk(&order.order_id))),
+        ("order_id".to_owned(), s(order.order_id.as_str())),
+        ("customer_id".to_owned(), s(&order.customer_id)),
+        ("items".to_owned(), json(&order.items)?),
+        ("currency".to_owned(), s(&order.currency)),
+        ("payment_method".to_owned(), s(&order.payment_method)),
+        (
+            "shipping_address".to_owned(),
+            json(&order.shipping_address)?,
+        ),
+        ("amount_cents".to_owned(), n(order.amount_cents)),
+        (
+            "requires_approval".to_owned(),
+            AttributeValue::Bool(order.requires_approval),
+        ),
+        ("body_hash".to_owned(), s(&order.body_hash)),
+        ("created_at".to_owned(), ts(order.created_at)),
+        ("status".to_owned(), s(OrderStatus::Accepted.as_str())),
+        ("updated_at".to_owned(), ts(now)),
+    ]))
+}
+
+fn order_from(item: &Item) -> Result<Order, StoreError> {
+    let f = Fields::of(item);
+    let status = f.s("status")?;
+    let status = OrderStatus::parse(status)
+        .ok_or_else(|| StoreError::Internal(format!("order with unknown status {status}")))?;
+    let failure = match f.opt_string("failure_error")? {
+        Some(error) => Some(Failure {
+            error,
+            cause: f.opt_string("failure_cause")?.unwrap_or_default(),
+        }),
+        None => None,
+    };
+    let approval = match f.opt_ts("approval_requested_at")? {
+        Some(requested_at) => Some(Approval {
+            requested_at,
+            task_token: f.opt_string("approval_task_token")?,
+            decision: match f.opt_s("approval_decision")? {
+                None => None,
+                Some("approve") => Some(Decision::Approve),
+                Some("reject") => Some(Decision::Reject),
+                Some(other) => {
+                    return Err(StoreError::Internal(format!(
+                        "order with unknown decision {other}"
+                    )));
+                }
+            },
+            decided_by: f.opt_string("approval_decided_by")?,
+            decided_at: f.opt_ts("approval_decided_at")?,
+            reason: f.opt_string("approval_reason")?,
+        }),
+        None => None,
+    };
+    Ok(Order {
+        new: NewOrder {
+            order_id: f.order_id("order_id")?,
+            customer_id: f.string("customer_id")?,
+            items: f.json("items")?,
+            currency: f.string("currency")?,
+            payment_method: f.string("payment_method")?,
+            shipping_address: f.json("shipping_address")?,
+            amount_cents: f.n("amount_cents")?,
+            requires_approval: f.bool("requires_approval")?,
+            body_hash: f.string("body_hash")?,
+            created_at: f.ts("created_at")?,
+        },
+        status,
+        execution_arn: f.opt_string("execution_arn")?,
+        charge_id: f.opt_string("charge_id")?,
+        failure,
+        approval,
+        updated_at: f.ts("updated_at")?,
+    })
+}
+
+/// `#status IN (:from0, …)` over `from`, with its values added to `values`; `None` when no
+/// status qualifies.
+fn status_in(from: &[OrderStatus], values: &mut Item) -> Option<String> {
+    let placeholders: Vec<String> = from
+        .iter()
+        .enumerate()
+        .map(|(i, status)| {
+            values.insert(format!(":from{i}"), s(status.as_str()));
+            format!(":from{i}")
+        })
+        .collect();
+    (!placeholders.is_empty()).then(|| format!("#status IN ({})", placeholders.join(", ")))
+}
+
+/// An order whose condition held, or the order as it is when it did not.
+enum Change {
+    Applied(Order),
+    Unchanged(Order),
+}
+
+impl Change {
+    fn into_order(self) -> Order {
+        match self {
+            Change::Applied(order) | Change::Unchanged(order) => order,
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Updates the order if it exists and `condition` holds. `NotFound` when there is no order.
+    async fn change_order(
+        &self,
+        id: &OrderId,
+        update: &str,
+        condition: &str,
+        values: Item,
+    ) -> Result<Change, StoreError> {
+        let condition = format!("attribute_exists(#{PARTITION_KEY}) AND ({condition})");
+        match self
+            .update(order_pk(id), update, Some(&condition), values)
+            .await?
+        {
+            Written::Done(item) => Ok(Change::Applied(order_from(&item)?)),
+            Written::Refused(Some(item)) => Ok(Change::Unchanged(order_from(&item)?)),
+            Written::Refused(None) => Err(StoreError::NotFound(format!("order {id}"))),
+        }
+    }
+
+    async fn existing_order(&self, id: &OrderId) -> Result<Order, StoreError> {
+        self.get(id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("order {id}")))
+    }
+}
+
+/// How often `decide` tries again when the order changed between its read and its write (a
+/// token re-parked, another decision); each try reads the order as the refusal found it.
+const DECIDE_ATTEMPTS: u32 = 5;
+
+#[async_trait]
+impl OrderRepository for DynamoStore {
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
+        let item = new_order_item(&order, Utc::now())?;
+        match self.put_new(item).await? {
+            Written::Done(item) => Ok(Created::New(order_from(&item)?)),
+            Written::Refused(Some(item)) => Ok(Created::Existing(order_from(&item)?)),
+            Written::Refused(None) => Err(StoreError::Internal(format!(
+                "order {} both exists and does not",
+                order.order_id
+            ))),
+        }
+    }
+
+    async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
+        self.get_item(order_pk(id))
+            .await?
+            .as_ref()
+            .map(order_from)
+            .transpose()
+    }
+
+    /// Keeps the first execution recorded: the execution name is the order id, so a second,
+    /// different ARN can only come from a bug, and must not hide the one that runs the order.
+    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
+        let values = HashMap::from([
+            (":arn".to_owned(), s(execution_arn)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        self.change_order(
+            id,
+            "SET #execution_arn = :arn, #updated_at = :now",
+            "attribute_not_exists(#execution_arn)",
+            values,
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError> {
+        let values = HashMap::from([
+            (":charge_id".to_owned(), s(charge_id)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let order = self
+            .change_order(
+                id,
+                "SET #charge_id = :charge_id, #updated_at = :now",
+                "attribute_not_exists(#charge_id)",
+                values,
+            )
+            .await?
+            .into_order();
+        warn_if_other_charge(&order, charge_id);
+        Ok(order)
+    }
+
+    /// Leaving `AWAITING_APPROVAL` also leaves the operators' queue.
+    async fn advance(
+        &self,
+        id: &OrderId,
+        to: OrderStatus,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let from: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.can_move_to(to))
+            .collect();
+        let mut values = HashMap::from([
+            (":to".to_owned(), s(to.as_str())),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let Some(condition) = status_in(&from, &mut values) else {
+            return self.existing_order(id).await;
+        };
+        let mut set = "SET #status = :to, #updated_at = :now".to_owned();
+        // The first failure is kept.
+        if let Some(failure) = failure.filter(|_| to.is_compensation()) {
+            set.push_str(
+                ", #failure_error = if_not_exists(#failure_error, :error), \
+                 #failure_cause = if_not_exists(#failure_cause, :cause)",
+            );
+            values.insert(":error".to_owned(), s(failure.error));
+            values.insert(":cause".to_owned(), s(failure.cause));
+        }
+        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}");
+        Ok(self
+            .change_order(id, &update, &condition, values)
+            .await?
+            .into_order())
+    }
+
+    /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision is recorded,
+    /// and puts it in the operators' queue. After a decision the order comes back unchanged,
+    /// still carrying the decision: a worker that got a fresh token after a crash (the decision
+    /// was recorded, the answer to the engine lost) can read it there and answer with the new
+    /// token.
+    async fn park_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Order, StoreError> {
+        let awaiting = OrderStatus::AwaitingApproval;
+        let from: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| *s == awaiting || s.can_move_to(awaiting))
+            .collect();
+        let mut values = HashMap::from([
+            (":awaiting".to_owned(), s(awaiting.as_str())),
+            (":token".to_owned(), s(task_token)),
+            (":at".to_owned(), ts(at)),
+            (":now".to_owned(), ts(Utc::now())),
+            (":pending".to_owned(), s(PENDING)),
+        ]);
+        let statuses = status_in(&from, &mut values).expect("statuses lead to AWAITING_APPROVAL");
+        // The last clause skips a write that would change nothing (the same token again).
+        let condition = format!(
+            "attribute_not_exists(#approval_decision) AND {statuses} AND (#status <> :awaiting \
+             OR attribute_not_exists(#approval_task_token) OR #approval_task_token <> :token)"
+        );
+        let update = format!(
+            "SET #status = :awaiting, #approval_task_token = :token, \
+             #approval_requested_at = if_not_exists(#approval_requested_at, :at), \
+             #updated_at = :now, #{APPROVAL_QUEUE} = :pending"
+        );
+        Ok(self
+            .change_order(id, &update, &condition, values)
+            .await?
+            .into_order())
+    }
+
+    /// Records the decision and clears the parked token, conditionally on the very token it
+    /// read, so a decision made or a token parked in between is noticed and decided again.
+    /// An approval also moves the order to `APPROVED`; a rejection leaves the status to the
+    /// compensation it starts.
+    async fn decide(
+        &self,
+        id: &OrderId,
+        decision: Decision,
+        by: &str,
+        reason: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<Decided, StoreError> {
+        let mut order = self.existing_order(id).await?;
+        for _ in 0..DECIDE_ATTEMPTS {
+            let (token, status) = match DecisionPlan::new(order, decision) {
+                DecisionPlan::Answer(answer) => return Ok(*answer),
+                DecisionPlan::Record { token, status } => (token, status),
+            };
+            let mut set = "SET #approval_decision = :decision, #approval_decided_by = :by, \
+                           #approval_decided_at = :at, #status = :status, #updated_at = :now"
+                .to_owned();
+            let mut values = HashMap::from([
+                (":decision".to_owned(), s(decision_str(decision))),
+                (":by".to_owned(), s(by)),
+                (":at".to_owned(), ts(at)),
+                (":status".to_owned(), s(status.as_str())),
+                (":now".to_owned(), ts(Utc::now())),
+                (
+                    ":awaiting".to_owned(),
+                    s(OrderStatus::AwaitingApproval.as_str()),
+                ),
+                (":token".to_owned(), s(&token)),
+            ]);
+            if let Some(reason) = reason {
+                set.push_str(", #approval_reason = :reason");
+                values.insert(":reason".to_owned(), s(reason));
+            }
+            let update = format!("{set} REMOVE #approval_task_token, #{APPROVAL_QUEUE}");
+            let condition = "attribute_not_exists(#approval_decision) AND #status = :awaiting \
+                             AND #approval_task_token = :token";
+            match self.change_order(id, &update, condition, values).await? {
+                Change::Applied(order) => {
+                    return Ok(Decided::Applied {
+                        order,
+                        task_token: token,
+                    });
+                }
+                Change::Unchanged(now) => order = now,
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "order {id} kept changing while a decision was recorded"
+        )))
+    }
+
+    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut pending = Vec::new();
+        let mut start = None;
+        while pending.len() < limit {
+            // A page at most as large as one consistent batch read.
+            let page_size = (limit - pending.len()).min(100);
+            let page = self
+                .client
+                .query()
+                .table_name(self.table())
+                .index_name(PENDING_APPROVALS_INDEX)
+                .key_condition_expression(format!("#{APPROVAL_QUEUE} = :pending"))
+                .expression_attribute_names(format!("#{APPROVAL_QUEUE}"), APPROVAL_QUEUE)
+                .expression_attribute_values(":pending", s(PENDING))
+                .scan_index_forward(true)
+                .limit(i32::try_from(page_size).unwrap_or(100))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk("Query"))?;
+            let candidates: Vec<String> = page
+                .items()
+                .iter()
+                .map(|item| Fields::of(item).string(PARTITION_KEY))
+                .collect::<Result<_, _>>()?;
+            let now = self.get_items(&candidates).await?;
+            for pk in &candidates {
+                let Some(item) = now.get(pk) else { continue };
+                let order = order_from(item)?;
+                let Some(approval) = order.approval else {
+                    continue;
+                };
+                match (order.status, approval.decision, approval.task_token) {
+                    (OrderStatus::AwaitingApproval, None, Some(task_token)) => {
+                        pending.push(PendingApproval {
+                            order_id: order.new.order_id,
+                            amount_cents: order.new.amount_cents,
+                            currency: order.new.currency,
+                            requested_at: approval.requested_at,
+                            task_token,
+                        });
+                    }
+                    _ => continue,
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        // The index orders by request time; ties go by order id, as in SQLite.
+        pending.sort_by(|a, b| (a.requested_at, &a.order_id).cmp(&(b.requested_at, &b.order_id)));
+        pending.truncate(limit);
+        Ok(pending)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamodb::tests::mock_store;
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemOutput;
+    use aws_sdk_dynamodb::operation::query::QueryOutput;
+    use aws_smithy_mocks::mock;
+
+    /// An order item as `park_approval` leaves it, then as `change` makes it.
+    fn parked(id: &str, token: &str, change: &[(&str, AttributeValue)]) -> Item {
+        let id = OrderId::parse(id).unwrap();
+        let mut item = new_order_item(&crate::contract::new_order(&id), Utc::now()).unwrap();
+        item.extend([
+            ("status".to_owned(), s("AWAITING_APPROVAL")),
+            ("approval_requested_at".to_owned(), ts(Utc::now())),
+            ("approval_task_token".to_owned(), s(token)),
+            (APPROVAL_QUEUE.to_owned(), s(PENDING)),
+        ]);
+        for (name, value) in change {
+            item.insert((*name).to_owned(), value.clone());
+        }
+        item
+    }
+
+    /// The index still lists an order decided since, and an older token of a re-parked one:
+    /// the consistent re-read drops the first and shows the second's current token.
+    #[tokio::test]
+    async fn pending_approvals_show_the_orders_as_they_are_not_as_indexed() {
+        let decided = parked(
+            "decided",
+            "token-d",
+            &[
+                ("status", s("APPROVED")),
+                ("approval_decision", s("approve")),
+            ],
+        );
+        let reparked = parked("reparked", "token-new", &[]);
+        let keys: Vec<Item> = [&decided, &reparked]
+            .iter()
+            .map(|item| HashMap::from([(PARTITION_KEY.to_owned(), item[PARTITION_KEY].clone())]))
+            .collect();
+        let index = mock!(Client::query)
+            .then_output(move || QueryOutput::builder().set_items(Some(keys.clone())).build());
+        let now = mock!(Client::batch_get_item).then_output(move || {
+            BatchGetItemOutput::builder()
+                .responses("fulfillment", vec![decided.clone(), reparked.clone()])
+                .build()
+        });
+        let store = mock_store(&[&index, &now]);
+        let pending = store.pending_approvals(10).await.expect("pending");
+        let shown: Vec<(&str, &str)> = pending
+            .iter()
+            .map(|p| (p.order_id.as_str(), p.task_token.as_str()))
+            .collect();
+        assert_eq!(shown, [("reparked", "token-new")]);
+    }
+
+    #[test]
+    fn status_condition_follows_can_move_to() {
+        for to in OrderStatus::ALL {
+            let from: Vec<OrderStatus> = OrderStatus::ALL
+                .into_iter()
+                .filter(|s| s.can_move_to(to))
+                .collect();
+            let mut values = HashMap::new();
+            let condition = status_in(&from, &mut values);
+            let listed: Vec<&str> = values
+                .values()
+                .map(|v| v.as_s().unwrap().as_str())
+                .collect();
+            for s in OrderStatus::ALL {
+                assert_eq!(
+                    listed.contains(&s.as_str()),
+                    s.can_move_to(to),
+                    "{s:?} → {to:?}"
+                );
+            }
+            assert_eq!(condition.is_none(), from.is_empty());
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The repository and gateway contract against `DynamoStore` on `moto_server`, and what only
+//! DynamoDB has: the table's creation and shape, the items' layout, the sparse index.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ProjectionType,
+    ScalarAttributeType,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+use store::contract::{Adapters, failure, line, moto, new_order, now, order_id, unique};
+use store::dynamodb::{self, create_table};
+use store::{Decision, DynamoStore, InventoryRepository, OrderRepository, OrderStatus, StoreError};
+
+/// A store over a table of its own. Moto undoes a cancelled transaction by restoring a copy of
+/// the whole table taken when the transaction began, which would also undo what other tests
+/// wrote meanwhile; a table per test keeps them apart.
+async fn fresh_store() -> (Client, DynamoStore) {
+    let client = moto::shared().client();
+    let table = unique("fulfillment");
+    create_table(&client, &table).await.expect("create table");
+    (client.clone(), DynamoStore::new(client, table))
+}
+
+async fn fresh() -> Adapters {
+    let (_, store) = fresh_store().await;
+    Adapters {
+        orders: Arc::new(store.clone()),
+        inventory: Arc::new(store.clone()),
+        payments: Arc::new(store.payments()),
+        shipping: Arc::new(store.shipping()),
+        guard: Box::new(()),
+    }
+}
+
+store::contract_suite!(fresh);
+
+async fn raw_item(
+    client: &Client,
+    store: &DynamoStore,
+    pk: &str,
+) -> HashMap<String, AttributeValue> {
+    client
+        .get_item()
+        .table_name(store.table())
+        .key(dynamodb::PARTITION_KEY, AttributeValue::S(pk.to_owned()))
+        .consistent_read(true)
+        .send()
+        .await
+        .expect("get item")
+        .item
+        .unwrap_or_else(|| panic!("no item {pk}"))
+}
+
+/// Order ids in the pending-approvals index, read straight from it.
+async fn indexed(client: &Client, store: &DynamoStore) -> Vec<String> {
+    client
+        .query()
+        .table_name(store.table())
+        .index_name(dynamodb::PENDING_APPROVALS_INDEX)
+        .key_condition_expression("#q = :pending")
+        .expression_attribute_names("#q", dynamodb::APPROVAL_QUEUE)
+        .expression_attribute_values(":pending", AttributeValue::S(dynamodb::PENDING.to_owned()))
+        .send()
+        .await
+        .expect("query index")
+        .items()
+        .iter()
+        .map(|item| item[dynamodb::PARTITION_KEY].as_s().expect("pk").clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn create_table_is_idempotent_and_makes_the_documented_shape() {
+    let (client, store) = fresh_store().await;
+    create_table(&client, store.table()).await.expect("again");
+    let table = client
+        .describe_table()
+        .table_name(store.table())
+        .send()
+        .await
+        .expect("describe")
+        .table
+        .expect("table");
+    let keys = |schema: &[KeySchemaElement]| -> Vec<(String, KeyType)> {
+        schema
+            .iter()
+            .map(|k| (k.attribute_name().to_owned(), k.key_type().clone()))
+            .collect()
+    };
+    assert_eq!(
+        keys(table.key_schema()),
+        [(dynamodb::PARTITION_KEY.to_owned(), KeyType::Hash)]
+    );
+    let mut attributes: Vec<(String, ScalarAttributeType)> = table
+        .attribute_definitions()
+        .iter()
+        .map(|a: &AttributeDefinition| (a.attribute_name().to_owned(), a.attribute_type().clone()))
+        .collect();
+    attributes.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        attributes,
+        [
+            (dynamodb::APPROVAL_QUEUE.to_owned(), ScalarAttributeType::S),
+            (
+                dynamodb::APPROVAL_REQUESTED_AT.to_owned(),
+                ScalarAttributeType::S
+            ),
+            (dynamodb::PARTITION_KEY.to_owned(), ScalarAttributeType::S),
+        ]
+    );
+    assert_eq!(
+        table.billing_mode_summary().and_then(|b| b.billing_mode()),
+        Some(&BillingMode::PayPerRequest)
+    );
+    let [index] = table.global_secondary_indexes() else {
+        panic!("one index: {:?}", table.global_secondary_indexes());
+    };
+    assert_eq!(index.index_name(), Some(dynamodb::PENDING_APPROVALS_INDEX));
+    assert_eq!(
+        keys(index.key_schema()),
+        [
+            (dynamodb::APPROVAL_QUEUE.to_owned(), KeyType::Hash),
+            (dynamodb::APPROVAL_REQUESTED_AT.to_owned(), KeyType::Range),
+        ]
+    );
+    assert_eq!(
+        index.projection().and_then(|p| p.projection_type()),
+        Some(&ProjectionType::KeysOnly)
+    );
+    assert_eq!(
+        dynamodb::PENDING_APPROVALS_PROJECTION,
+        ProjectionType::KeysOnly
+    );
+}
+
+#[tokio::test]
+async fn an_existing_table_of_another_shape_is_refused() {
+    let client = moto::shared().client();
+    let table = unique("other-shape");
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name("id")
+                .key_type(KeyType::Hash)
+                .build()
+                .unwrap(),
+        )
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name("id")
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("create another table");
+    let err = create_table(&client, &table).await.expect_err("refused");
+    assert!(
+        matches!(err, StoreError::Internal(ref m) if m.contains("key schema")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn items_have_the_documented_shape() {
+    let (client, store) = fresh_store().await;
+    let id = order_id("shape");
+    store.create(new_order(&id)).await.expect("create");
+    let order = raw_item(&client, &store, &format!("ORDER#{id}")).await;
+    assert_eq!(order["order_id"].as_s().unwrap(), id.as_str());
+    assert_eq!(order["amount_cents"].as_n().unwrap(), "3499");
+    assert_eq!(order["requires_approval"].as_bool().unwrap(), &false);
+    assert_eq!(order["status"].as_s().unwrap(), "ACCEPTED");
+    assert!(
+        order["items"].as_s().unwrap().contains("SKU-A"),
+        "JSON text"
+    );
+    assert!(!order.contains_key(dynamodb::APPROVAL_QUEUE));
+
+    let sku = unique("sku");
+    store.set_available(&sku, 5).await.expect("stock");
+    store.reserve(&id, &[line(&sku, 2)]).await.expect("reserve");
+    let stock = raw_item(&client, &store, &format!("STOCK#{sku}")).await;
+    let counts: Vec<&str> = ["available", "reserved", "shipped"]
+        .iter()
+        .map(|a| stock[*a].as_n().unwrap().as_str())
+        .collect();
+    assert_eq!(counts, ["3", "2", "0"]);
+    let reservation = raw_item(&client, &store, &format!("RESERVATION#{id}")).await;
+    assert_eq!(reservation["status"].as_s().unwrap(), "HELD");
+}
+
+#[tokio::test]
+async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
+    let (client, store) = fresh_store().await;
+    let (parked, decided, timed_out) = (order_id("p"), order_id("d"), order_id("t"));
+    for id in [&parked, &decided, &timed_out] {
+        store.create(new_order(id)).await.expect("create");
+        store.park_approval(id, "token", now()).await.expect("park");
+    }
+    store
+        .create(new_order(&order_id("never")))
+        .await
+        .expect("create");
+    store
+        .decide(&decided, Decision::Approve, "op", None, now())
+        .await
+        .expect("decide");
+    store
+        .advance(
+            &timed_out,
+            OrderStatus::Compensating,
+            Some(failure("States.Timeout")),
+        )
+        .await
+        .expect("time out");
+    assert_eq!(indexed(&client, &store).await, [format!("ORDER#{parked}")]);
+    let pending = store.pending_approvals(10).await.expect("pending");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].order_id, parked);
+    // What stays on a decided order is the record of the approval, not the queue.
+    let item = raw_item(&client, &store, &format!("ORDER#{decided}")).await;
+    assert!(item.contains_key(dynamodb::APPROVAL_REQUESTED_AT));
+    assert!(!item.contains_key(dynamodb::APPROVAL_QUEUE));
+}
+
+#[test]
+fn ci_installs_the_moto_version_these_tests_were_checked_against() {
+    let ci = include_str!("../../.ci/run");
+    let pin = format!("'moto[server]=={}'", moto::MOTO_VERSION);
+    assert!(ci.contains(&pin), ".ci/run must install {pin}");
+}
