@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use store::stripe::{SecretKey, StripeConfig};
 
 /// Order fulfillment as durable sagas: an HTTP API that runs every order as a Step Functions
 /// Standard workflow (reserve, charge, approve, ship; refund and release on failure).
@@ -50,6 +51,16 @@ pub enum Command {
     ///
     /// Stops gracefully on SIGTERM or Ctrl-C; running executions continue on the next start.
     Engine(EngineArgs),
+
+    /// Create the AWS resources `serve --backend aws` needs, idempotently: the DynamoDB table,
+    /// the saga's activities and its Standard state machine (the rendered definition). For
+    /// first-time setups and emulators; `deploy/template.yaml` is the production route.
+    ///
+    /// Prints the state machine's ARN as `FULFILLMENT_STATE_MACHINE_ARN=…` (and the table as
+    /// `FULFILLMENT_TABLE=…`), ready for `serve`. Running it again changes nothing and prints
+    /// the same; a changed definition updates the state machine (running executions keep the
+    /// version they started with).
+    Provision(ProvisionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -105,12 +116,104 @@ impl From<EngineArgs> for EngineSettings {
     }
 }
 
+/// Where AWS is: the standard AWS configuration (environment, profiles, instance roles) read by
+/// `aws-config`, with these flags on top.
+#[derive(Debug, Clone, Args)]
+pub struct AwsArgs {
+    /// The AWS region (default: AWS_REGION, then the profile's region).
+    #[arg(long, value_parser = parse_region, value_name = "REGION")]
+    pub aws_region: Option<String>,
+
+    /// The AWS profile of the shared config files (default: AWS_PROFILE, then `default`).
+    #[arg(long, value_name = "NAME")]
+    pub aws_profile: Option<String>,
+
+    /// One endpoint for both Step Functions and DynamoDB (an emulator). Without it the standard
+    /// variables apply: AWS_ENDPOINT_URL, or per service AWS_ENDPOINT_URL_SFN and
+    /// AWS_ENDPOINT_URL_DYNAMODB.
+    #[arg(long, value_parser = parse_url, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+
+    /// The DynamoDB table holding orders, stock, reservations and the sandbox ledgers.
+    #[arg(long, env = "FULFILLMENT_TABLE", default_value = "fulfillment", value_parser = parse_table)]
+    pub table: String,
+}
+
+/// The AWS settings of `serve --backend aws` and `provision`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsSettings {
+    pub region: Option<String>,
+    pub profile: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub table: String,
+}
+
+impl From<AwsArgs> for AwsSettings {
+    fn from(a: AwsArgs) -> Self {
+        AwsSettings {
+            region: a.aws_region,
+            profile: a.aws_profile,
+            endpoint_url: a.endpoint_url,
+            table: a.table,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ProvisionArgs {
+    #[command(flatten)]
+    pub aws: AwsArgs,
+
+    /// The IAM role the state machine runs as (it needs no permissions: every Task is an
+    /// activity; only its trust policy must allow states.amazonaws.com). Any ARN works on an
+    /// emulator.
+    #[arg(long, env = "FULFILLMENT_STATE_MACHINE_ROLE_ARN", value_parser = parse_arn, value_name = "ARN")]
+    pub state_machine_role_arn: String,
+
+    /// Log format; the level comes from RUST_LOG (default `info`).
+    #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Everything `provision` runs with.
+#[derive(Debug, Clone)]
+pub struct ProvisionSettings {
+    pub aws: AwsSettings,
+    pub role_arn: String,
+}
+
+impl From<ProvisionArgs> for ProvisionSettings {
+    fn from(a: ProvisionArgs) -> Self {
+        ProvisionSettings {
+            aws: a.aws.into(),
+            role_arn: a.state_machine_role_arn,
+        }
+    }
+}
+
+/// Who charges and refunds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PaymentsKind {
+    /// Simulated by magic payment methods (README), ledger in the store: no money moves.
+    Sandbox,
+    /// A Stripe-compatible provider over HTTPS (--stripe-url, --stripe-key).
+    Stripe,
+}
+
+/// The payment provider, resolved.
+#[derive(Debug, Clone)]
+pub enum PaymentsSettings {
+    Sandbox,
+    Stripe(StripeConfig),
+}
+
 /// The workflow and state backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
     /// The in-process, durable Step Functions engine and SQLite (no servers needed).
     Embedded,
-    /// AWS Step Functions and DynamoDB (not built yet).
+    /// AWS Step Functions (Standard) and DynamoDB: stateless replicas (needs
+    /// --state-machine-arn and --payments).
     Aws,
 }
 
@@ -137,6 +240,42 @@ pub struct ServeArgs {
     /// Where workflows run and state is kept.
     #[arg(long, env = "FULFILLMENT_BACKEND", value_enum, default_value_t = Backend::Embedded)]
     pub backend: Backend,
+
+    #[command(flatten)]
+    pub aws: AwsArgs,
+
+    /// The saga's state machine on AWS (`--backend aws`; printed by `provision`, an output of
+    /// deploy/template.yaml). The activities' ARNs are derived from it.
+    #[arg(long, env = "FULFILLMENT_STATE_MACHINE_ARN", value_parser = parse_arn, value_name = "ARN")]
+    pub state_machine_arn: Option<String>,
+
+    /// Who charges and refunds: `sandbox` by default with the embedded backend; with
+    /// `--backend aws` it must be chosen, so a deployment never simulates payments by accident.
+    #[arg(long, env = "FULFILLMENT_PAYMENTS", value_enum)]
+    pub payments: Option<PaymentsKind>,
+
+    /// The Stripe-compatible API's base URL (`--payments stripe`).
+    #[arg(long, env = "FULFILLMENT_STRIPE_URL", default_value = store::stripe::STRIPE_API, value_parser = parse_url, value_name = "URL")]
+    pub stripe_url: String,
+
+    /// The provider's secret key (`--payments stripe`). Never logged.
+    #[arg(
+        long,
+        env = "FULFILLMENT_STRIPE_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub stripe_key: Option<String>,
+
+    /// How long one payment provider call may take before it counts as unavailable (retried).
+    #[arg(
+        long,
+        env = "FULFILLMENT_STRIPE_TIMEOUT",
+        default_value = "20s",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub stripe_timeout: Duration,
 
     /// The bearer token operator endpoints require (approvals, inventory): at least 16
     /// printable characters, no spaces. When none is given, one is generated at start-up and
@@ -236,6 +375,40 @@ fn parse_account_id(raw: &str) -> Result<String, String> {
     }
 }
 
+fn parse_url(raw: &str) -> Result<String, String> {
+    let url = raw.trim_end_matches('/');
+    match url.split_once("://") {
+        Some(("http" | "https", rest))
+            if !rest.is_empty() && !rest.contains(char::is_whitespace) =>
+        {
+            Ok(url.to_owned())
+        }
+        _ => Err("a URL starts with http:// or https:// and has a host".to_owned()),
+    }
+}
+
+fn parse_arn(raw: &str) -> Result<String, String> {
+    let parts: Vec<&str> = raw.splitn(6, ':').collect();
+    if parts.len() == 6 && parts[0] == "arn" && !parts[1].is_empty() && !parts[2].is_empty() {
+        Ok(raw.to_owned())
+    } else {
+        Err("an ARN looks like arn:aws:SERVICE:REGION:ACCOUNT:RESOURCE".to_owned())
+    }
+}
+
+/// DynamoDB's table name rule: 3–255 of letters, digits, `_`, `-` and `.`.
+fn parse_table(raw: &str) -> Result<String, String> {
+    let ok = (3..=255).contains(&raw.len())
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err("a table name is 3 to 255 letters, digits, '_', '-' or '.'".to_owned())
+    }
+}
+
 fn parse_duration(raw: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(raw).map_err(|e| e.to_string())?;
     if d < Duration::from_secs(1) {
@@ -249,6 +422,11 @@ fn parse_duration(raw: &str) -> Result<Duration, String> {
 pub struct Settings {
     pub listen: SocketAddr,
     pub backend: Backend,
+    pub aws: AwsSettings,
+    /// Required with the AWS backend (checked at start-up).
+    pub state_machine_arn: Option<String>,
+    /// `None`: not chosen (the embedded backend then uses the sandbox; the AWS one refuses).
+    pub payments: Option<PaymentsSettings>,
     pub store_path: PathBuf,
     pub engine_path: PathBuf,
     /// `None`: generate one at start-up.
@@ -260,9 +438,21 @@ pub struct Settings {
 
 impl From<ServeArgs> for Settings {
     fn from(a: ServeArgs) -> Self {
+        let payments = a.payments.map(|kind| match kind {
+            PaymentsKind::Sandbox => PaymentsSettings::Sandbox,
+            PaymentsKind::Stripe => PaymentsSettings::Stripe(StripeConfig {
+                base_url: a.stripe_url.clone(),
+                // A missing key is refused at start-up, with the other combinations.
+                secret_key: SecretKey::new(a.stripe_key.clone().unwrap_or_default()),
+                timeout: a.stripe_timeout,
+            }),
+        });
         Settings {
             listen: a.listen,
             backend: a.backend,
+            aws: a.aws.into(),
+            state_machine_arn: a.state_machine_arn,
+            payments,
             engine_path: engine_path(&a.db),
             store_path: a.db,
             operator_token: a.operator_token,
@@ -430,6 +620,14 @@ mod tests {
             (&["--operator-token", "short"][..], "--operator-token"),
             (&["--backend", "gcp"][..], "--backend"),
             (&["--listen", "localhost"][..], "--listen"),
+            (
+                &["--state-machine-arn", "fulfillment"][..],
+                "--state-machine-arn",
+            ),
+            (&["--table", "a b"][..], "--table"),
+            (&["--endpoint-url", "localhost:4566"][..], "--endpoint-url"),
+            (&["--payments", "paypal"][..], "--payments"),
+            (&["--stripe-url", "ftp://x"][..], "--stripe-url"),
         ] {
             let e = serve(args).unwrap_err().to_string();
             assert!(e.contains(flag), "{args:?}: {e}");
@@ -447,6 +645,86 @@ mod tests {
         ] {
             assert_eq!(engine_path(Path::new(store)), PathBuf::from(engine));
         }
+    }
+
+    #[test]
+    fn aws_flags_set_the_aws_settings() {
+        let arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:fulfillment-order-saga";
+        let s = serve(&[
+            "--backend",
+            "aws",
+            "--aws-region",
+            "eu-west-1",
+            "--aws-profile",
+            "prod",
+            "--endpoint-url",
+            "http://127.0.0.1:4566/",
+            "--table",
+            "orders-prod",
+            "--state-machine-arn",
+            arn,
+            "--payments",
+            "stripe",
+            "--stripe-url",
+            "http://127.0.0.1:12111",
+            "--stripe-key",
+            "sk_test_abc",
+            "--stripe-timeout",
+            "5s",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.aws,
+            AwsSettings {
+                region: Some("eu-west-1".to_owned()),
+                profile: Some("prod".to_owned()),
+                endpoint_url: Some("http://127.0.0.1:4566".to_owned()),
+                table: "orders-prod".to_owned(),
+            }
+        );
+        assert_eq!(s.state_machine_arn.as_deref(), Some(arn));
+        let Some(PaymentsSettings::Stripe(stripe)) = s.payments else {
+            panic!("stripe chosen");
+        };
+        assert_eq!(stripe.base_url, "http://127.0.0.1:12111");
+        assert_eq!(stripe.secret_key.expose(), "sk_test_abc");
+        assert_eq!(stripe.timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn payments_are_unchosen_by_default_and_the_table_is_fulfillment() {
+        let s = serve(&[]).unwrap();
+        assert!(s.payments.is_none());
+        assert!(s.state_machine_arn.is_none());
+        assert_eq!(s.aws.table, "fulfillment");
+        assert_eq!(s.aws.endpoint_url, None);
+    }
+
+    #[test]
+    fn provision_takes_the_aws_settings_and_a_role() {
+        let argv = [
+            "fulfillment",
+            "provision",
+            "--endpoint-url",
+            "http://127.0.0.1:9000",
+            "--state-machine-role-arn",
+            "arn:aws:iam::123456789012:role/fulfillment-sfn",
+        ];
+        let Command::Provision(a) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not provision");
+        };
+        let p = ProvisionSettings::from(a);
+        assert_eq!(p.aws.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(p.aws.table, "fulfillment");
+        assert_eq!(p.role_arn, "arn:aws:iam::123456789012:role/fulfillment-sfn");
+        let missing = Cli::try_parse_from(["fulfillment", "provision"]).unwrap_err();
+        assert!(missing.to_string().contains("--state-machine-role-arn"));
+    }
+
+    #[test]
+    fn the_stripe_key_never_prints() {
+        let s = serve(&["--payments", "stripe", "--stripe-key", "sk_live_secret"]).unwrap();
+        assert!(!format!("{s:?}").contains("sk_live_secret"));
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! The `fulfillment` binary: `fulfillment serve` runs the HTTP API and the saga's workers;
-//! `fulfillment engine` runs the embedded engine alone as a local Step Functions endpoint.
+//! `fulfillment engine` runs the embedded engine alone as a local Step Functions endpoint;
+//! `fulfillment provision` creates the AWS resources `serve --backend aws` needs.
 //! Everything is composed in [`api::startup`]; `--help` documents every setting.
 
-use api::config::{Cli, Command, EngineSettings, Settings};
+use api::config::{Cli, Command, EngineSettings, ProvisionSettings, Settings};
+use api::telemetry::LogTo;
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
-    let log_format = match &command {
-        Command::Serve(a) => a.log_format,
-        Command::Engine(a) => a.log_format,
+    let (log_format, log_to) = match &command {
+        Command::Serve(a) => (a.log_format, LogTo::Stdout),
+        Command::Engine(a) => (a.log_format, LogTo::Stdout),
+        // Its standard output is for scripts (`eval "$(fulfillment provision …)"`).
+        Command::Provision(a) => (a.log_format, LogTo::Stderr),
     };
-    api::telemetry::init(log_format);
+    api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -27,6 +31,9 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(api::startup::run(Settings::from(args))),
         Command::Engine(args) => {
             runtime.block_on(api::startup::run_engine(EngineSettings::from(args)))
+        }
+        Command::Provision(args) => {
+            runtime.block_on(api::startup::run_provision(ProvisionSettings::from(args)))
         }
     };
     match ran {

@@ -144,14 +144,19 @@ impl OrderIntake {
 
     async fn start(&self, mut order: Order) -> Result<Order, IntakeError> {
         let input = self.saga_input(&order.new);
-        let started = self
-            .workflow
-            .start_execution(order.id().as_str(), &input)
-            .await?;
+        let name = order.id().as_str();
+        // The execution named by the order id is the order's, whatever input it was started
+        // with (the saga settings may have changed between a crash and this repair): never an
+        // error for the client (DESIGN §4.2).
+        let execution_arn = match self.workflow.start_execution(name, &input).await {
+            Ok(started) => started.execution_arn,
+            Err(WorkflowError::ExecutionAlreadyExists(_)) => self.workflow.execution_arn(name),
+            Err(e) => return Err(e.into()),
+        };
         self.orders
-            .set_execution(order.id(), &started.execution_arn)
+            .set_execution(order.id(), &execution_arn)
             .await?;
-        order.execution_arn = Some(started.execution_arn);
+        order.execution_arn = Some(execution_arn);
         Ok(order)
     }
 }

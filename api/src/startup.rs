@@ -2,30 +2,42 @@
 //! saga's workers, builds order intake and the router, binds the listener, and on shutdown
 //! takes it all down in order (listener and requests, then workers, then engine).
 
-use crate::config::{Backend, EngineSettings, Settings};
+use crate::config::{
+    AwsSettings, Backend, EngineSettings, PaymentsSettings, ProvisionSettings, Settings,
+};
 use crate::http::{self, AppState, Metrics, OperatorToken};
 use crate::orders::OrderIntake;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
 use engine::{Engine, EngineConfig, EngineError};
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{SqliteStore, StoreError};
+use store::dynamodb::DynamoStore;
+use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
+use store::{OrderId, OrderRepository, PaymentGateway, SqliteStore, StoreError};
 use tokio::net::TcpListener;
+use workflow::aws::AwsWorkflow;
+use workflow::definition::Activity;
 use workflow::runtime::WorkerSettings;
-use workflow::{EmbeddedWorkflow, WorkflowError};
+use workflow::{EmbeddedWorkflow, WorkflowError, WorkflowPort};
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
-    #[error(
-        "the AWS backend (--backend aws) is not built yet; run with --backend embedded (the default)"
-    )]
-    AwsNotBuilt,
+    /// Settings that cannot work together (the message says what to set).
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot set up the payment provider: {0}")]
+    Payments(#[from] StripeConfigError),
+    #[error("cannot reach the AWS backend ({what}): {reason}")]
+    AwsUnreachable { what: &'static str, reason: String },
+    #[error("cannot create the DynamoDB table {table}: {source}")]
+    Table { table: String, source: StoreError },
     #[error("cannot open the store {path}: {source}")]
     Store { path: PathBuf, source: StoreError },
     #[error("cannot open the engine's state {path}: {source}")]
@@ -45,7 +57,7 @@ impl StartupError {
     /// The process exit code: 2 for a configuration that cannot work, 1 for anything else.
     pub fn exit_code(&self) -> i32 {
         match self {
-            StartupError::AwsNotBuilt => 2,
+            StartupError::Config(_) | StartupError::Payments(_) => 2,
             _ => 1,
         }
     }
@@ -64,11 +76,17 @@ pub fn generate_token() -> OperatorToken {
     OperatorToken::new(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
 }
 
-/// How the activity workers run in the service. Polls are short so that a stop (which waits
-/// for the polls in flight) is quick.
-fn worker_settings() -> WorkerSettings {
+/// How the activity workers run in the service. Embedded polls are short, so a stop (which
+/// waits for the polls in flight) is quick; Step Functions decides itself how long it holds a
+/// poll (up to 60 s), so on AWS a stop abandons the polls still open after a few seconds (a task
+/// handed to one is re-issued after its heartbeat timeout; see `WorkerSettings`).
+fn worker_settings(backend: Backend) -> WorkerSettings {
     WorkerSettings {
         poll_wait: Duration::from_secs(1),
+        abandon_polls_after: match backend {
+            Backend::Embedded => None,
+            Backend::Aws => Some(Duration::from_secs(3)),
+        },
         ..WorkerSettings::default()
     }
 }
@@ -86,34 +104,38 @@ pub struct Service {
     token: Token,
     router: axum::Router,
     workers: SagaWorkers,
-    engine: Engine,
+    /// The embedded backend's engine, closed last.
+    engine: Option<Engine>,
+}
+
+/// A backend, opened: the saga's ports and workflow, and what to close at the end.
+struct Opened {
+    ports: SagaPorts,
+    workflow: Arc<dyn WorkflowPort>,
+    activity_arns: HashMap<Activity, String>,
+    engine: Option<Engine>,
+}
+
+impl Opened {
+    async fn close(self) {
+        if let Some(engine) = self.engine {
+            engine.shutdown().await;
+        }
+    }
 }
 
 impl Service {
-    /// Opens the embedded stack and binds the listener.
+    /// Opens the backend (embedded or AWS), starts the workers and binds the listener.
     pub async fn start(settings: &Settings) -> Result<Service, StartupError> {
-        if settings.backend == Backend::Aws {
-            return Err(StartupError::AwsNotBuilt);
-        }
-        let store_path = settings.store_path.clone();
-        let store = tokio::task::spawn_blocking(move || SqliteStore::open(&store_path))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))
-            .and_then(|r| r)
-            .map_err(|source| StartupError::Store {
-                path: settings.store_path.clone(),
-                source,
-            })?;
-        let engine = Engine::open(EngineConfig::new(&settings.engine_path), None)
-            .await
-            .map_err(|source| StartupError::Engine {
-                path: settings.engine_path.clone(),
-                source,
-            })?;
+        let payments = payments(settings)?;
+        let opened = match settings.backend {
+            Backend::Embedded => open_embedded(settings, payments).await?,
+            Backend::Aws => open_aws(settings, payments).await?,
+        };
         let listener = match bind(settings.listen).await {
             Ok(l) => l,
             Err(e) => {
-                engine.shutdown().await;
+                opened.close().await;
                 return Err(e);
             }
         };
@@ -121,24 +143,17 @@ impl Service {
             addr: settings.listen,
             source,
         })?;
-        let workflow = match EmbeddedWorkflow::setup(engine.clone()).await {
-            Ok(w) => Arc::new(w),
-            Err(e) => {
-                engine.shutdown().await;
-                return Err(e.into());
-            }
-        };
-        tracing::info!(
-            store = %settings.store_path.display(),
-            engine = %settings.engine_path.display(),
-            "embedded backend open"
-        );
-
-        let ports = SagaPorts::sqlite(&store);
-        let workers = SagaWorkers::start_embedded(
+        let Opened {
+            ports,
+            workflow,
+            activity_arns,
+            engine,
+        } = opened;
+        let workers = SagaWorkers::start(
             &ports,
             workflow.clone(),
-            worker_settings(),
+            move |a| activity_arns[&a].clone(),
+            worker_settings(settings.backend),
             keeper_interval(settings.saga.approval_heartbeat),
         );
         let intake = Arc::new(OrderIntake {
@@ -205,10 +220,206 @@ impl Service {
             .map_err(StartupError::Serve);
         tracing::info!("HTTP server stopped; stopping the workers");
         workers.stop().await;
-        engine.shutdown().await;
-        tracing::info!("engine closed; bye");
+        if let Some(engine) = engine {
+            engine.shutdown().await;
+            tracing::info!("engine closed");
+        }
+        tracing::info!("bye");
         served
     }
+}
+
+/// The payment provider chosen, checked: the sandbox by default on the embedded backend; the AWS
+/// backend must be told (a deployment never simulates payments by accident).
+fn payments(settings: &Settings) -> Result<PaymentsSettings, StartupError> {
+    match (&settings.payments, settings.backend) {
+        (None, Backend::Embedded) => Ok(PaymentsSettings::Sandbox),
+        (None, Backend::Aws) => Err(StartupError::Config(
+            "--backend aws needs --payments (FULFILLMENT_PAYMENTS): `stripe` to charge through \
+             the provider at --stripe-url, or `sandbox` for simulated payments (staging)"
+                .to_owned(),
+        )),
+        (Some(PaymentsSettings::Stripe(c)), _) if c.secret_key.expose().is_empty() => {
+            Err(StartupError::Config(
+                "--payments stripe needs --stripe-key (FULFILLMENT_STRIPE_KEY)".to_owned(),
+            ))
+        }
+        (Some(p), _) => Ok(p.clone()),
+    }
+}
+
+fn stripe(config: &StripeConfig) -> Result<Arc<dyn PaymentGateway>, StartupError> {
+    Ok(Arc::new(StripePayments::new(config.clone())?))
+}
+
+/// The embedded backend: the SQLite store and the in-process engine beside it.
+async fn open_embedded(
+    settings: &Settings,
+    payments: PaymentsSettings,
+) -> Result<Opened, StartupError> {
+    let gateway = match &payments {
+        PaymentsSettings::Sandbox => None,
+        PaymentsSettings::Stripe(c) => Some(stripe(c)?),
+    };
+    let store_path = settings.store_path.clone();
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&store_path))
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StartupError::Store {
+            path: settings.store_path.clone(),
+            source,
+        })?;
+    let engine = Engine::open(EngineConfig::new(&settings.engine_path), None)
+        .await
+        .map_err(|source| StartupError::Engine {
+            path: settings.engine_path.clone(),
+            source,
+        })?;
+    let workflow = match EmbeddedWorkflow::setup(engine.clone()).await {
+        Ok(w) => w,
+        Err(e) => {
+            engine.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    tracing::info!(
+        store = %settings.store_path.display(),
+        engine = %settings.engine_path.display(),
+        "embedded backend open"
+    );
+    let mut ports = SagaPorts::sqlite(&store);
+    if let Some(gateway) = gateway {
+        ports.payments = gateway;
+    }
+    Ok(Opened {
+        ports,
+        activity_arns: Activity::ALL
+            .iter()
+            .map(|a| (*a, workflow.activity_arn(*a).to_owned()))
+            .collect(),
+        workflow: Arc::new(workflow),
+        engine: Some(engine),
+    })
+}
+
+/// The AWS SDK's configuration: the standard chain (environment, profiles, instance roles,
+/// AWS_ENDPOINT_URL[_SFN|_DYNAMODB]) with the flags on top. A region is required.
+pub async fn aws_sdk_config(aws: &AwsSettings) -> Result<aws_config::SdkConfig, StartupError> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(region) = &aws.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    if let Some(profile) = &aws.profile {
+        loader = loader.profile_name(profile);
+    }
+    if let Some(url) = &aws.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    // A call that hangs is retried rather than waited on (the activity polls, which Step
+    // Functions holds for up to 60 s, have their own timeout in the workflow adapter).
+    loader = loader.timeout_config(
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(Duration::from_millis(3100))
+            .operation_attempt_timeout(Duration::from_secs(10))
+            .operation_timeout(Duration::from_secs(30))
+            .build(),
+    );
+    let config = loader.load().await;
+    if config.region().is_none() {
+        return Err(StartupError::Config(
+            "no AWS region: set --aws-region, AWS_REGION or the profile's region".to_owned(),
+        ));
+    }
+    Ok(config)
+}
+
+/// The AWS backend: Step Functions and DynamoDB, both checked once (a wrong endpoint, table or
+/// credential fails the start, not the first order).
+async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Opened, StartupError> {
+    let arn = settings.state_machine_arn.as_deref().ok_or_else(|| {
+        StartupError::Config(
+            "--backend aws needs --state-machine-arn (FULFILLMENT_STATE_MACHINE_ARN): \
+             `fulfillment provision` prints it, deploy/template.yaml outputs it"
+                .to_owned(),
+        )
+    })?;
+    let sdk = aws_sdk_config(&settings.aws).await?;
+    let workflow = AwsWorkflow::new(aws_sdk_sfn::Client::new(&sdk), arn)
+        .map_err(|e| StartupError::Config(format!("--state-machine-arn: {e}")))?;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        settings.aws.table.clone(),
+    );
+    let probe = OrderId::parse("startup-probe").expect("a valid order id");
+    if let Err(e) = store.get(&probe).await {
+        return Err(StartupError::AwsUnreachable {
+            what: "DynamoDB",
+            reason: e.to_string(),
+        });
+    }
+    match workflow
+        .describe_execution(&workflow.execution_arn(probe.as_str()))
+        .await
+    {
+        Ok(_) | Err(WorkflowError::ExecutionDoesNotExist(_)) => {}
+        Err(e) => {
+            return Err(StartupError::AwsUnreachable {
+                what: "Step Functions",
+                reason: e.to_string(),
+            });
+        }
+    }
+    tracing::info!(
+        state_machine = %arn,
+        table = %settings.aws.table,
+        region = ?sdk.region(),
+        "AWS backend reachable"
+    );
+    let payments = match &payments {
+        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
+        PaymentsSettings::Stripe(c) => stripe(c)?,
+    };
+    Ok(Opened {
+        ports: SagaPorts {
+            orders: Arc::new(store.clone()),
+            inventory: Arc::new(store.clone()),
+            payments,
+            shipping: Arc::new(store.shipping()),
+        },
+        activity_arns: Activity::ALL
+            .iter()
+            .map(|a| (*a, workflow.activity_arn(*a).to_owned()))
+            .collect(),
+        workflow: Arc::new(workflow),
+        engine: None,
+    })
+}
+
+/// `fulfillment provision`: creates the table, the activities and the state machine (each
+/// idempotently) and prints what `serve --backend aws` needs.
+pub async fn run_provision(settings: ProvisionSettings) -> Result<(), StartupError> {
+    let sdk = aws_sdk_config(&settings.aws).await?;
+    let table = &settings.aws.table;
+    store::dynamodb::create_table(&aws_sdk_dynamodb::Client::new(&sdk), table)
+        .await
+        .map_err(|source| StartupError::Table {
+            table: table.clone(),
+            source,
+        })?;
+    tracing::info!(%table, "table ready");
+    let provisioned =
+        workflow::aws::provision(&aws_sdk_sfn::Client::new(&sdk), &settings.role_arn).await?;
+    tracing::info!(state_machine = %provisioned.state_machine_arn, "state machine ready");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "FULFILLMENT_TABLE={table}");
+    let _ = writeln!(
+        out,
+        "FULFILLMENT_STATE_MACHINE_ARN={}",
+        provisioned.state_machine_arn
+    );
+    let _ = out.flush();
+    Ok(())
 }
 
 /// A started `fulfillment engine`: the engine is open and the listener bound; the Step
@@ -424,16 +635,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_aws_backend_refuses_to_start_with_exit_code_2() {
+    async fn the_aws_backend_needs_its_state_machine_and_a_payments_choice() {
         let dir = tempfile::tempdir().unwrap();
-        let settings = Settings {
-            backend: Backend::Aws,
-            ..settings(&dir)
-        };
-        let e = Service::start(&settings).await.err().unwrap();
-        assert_eq!(e.exit_code(), 2);
-        assert!(e.to_string().contains("not built yet"));
-        assert!(!settings.store_path.exists(), "nothing was created");
+        for (settings, needs) in [
+            (
+                Settings {
+                    backend: Backend::Aws,
+                    payments: Some(PaymentsSettings::Sandbox),
+                    ..settings(&dir)
+                },
+                "--state-machine-arn",
+            ),
+            (
+                Settings {
+                    backend: Backend::Aws,
+                    state_machine_arn: Some(
+                        "arn:aws:states:us-east-1:123456789012:stateMachine:fulfillment-order-saga"
+                            .to_owned(),
+                    ),
+                    ..settings(&dir)
+                },
+                "--payments",
+            ),
+            (
+                Settings {
+                    payments: Some(PaymentsSettings::Stripe(StripeConfig {
+                        base_url: "https://api.stripe.com".to_owned(),
+                        secret_key: store::stripe::SecretKey::new(""),
+                        timeout: Duration::from_secs(5),
+                    })),
+                    ..settings(&dir)
+                },
+                "--stripe-key",
+            ),
+        ] {
+            let e = Service::start(&settings).await.err().unwrap();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            assert!(e.to_string().contains(needs), "{e}");
+            assert!(!settings.store_path.exists(), "nothing was created");
+        }
     }
 
     fn settings(dir: &tempfile::TempDir) -> Settings {
@@ -441,6 +681,14 @@ mod tests {
         Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
             backend: Backend::Embedded,
+            aws: crate::config::AwsSettings {
+                region: None,
+                profile: None,
+                endpoint_url: None,
+                table: "fulfillment".to_owned(),
+            },
+            state_machine_arn: None,
+            payments: None,
             engine_path: crate::config::engine_path(&db),
             store_path: db,
             operator_token: None,

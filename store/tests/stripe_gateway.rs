@@ -3,9 +3,9 @@
 //! charge id while search lags behind, and by search), and the payment part of the adapter
 //! contract suite.
 
-use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
 use std::sync::Arc;
 use std::time::Duration;
+use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
 use store::contract::{gateways, order_id};
 use store::{
     ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded, SecretKey, StripeConfig,

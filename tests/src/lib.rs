@@ -5,6 +5,8 @@
 //! The binary is `$FULFILLMENT_BIN`, or `fulfillment` in the target directory these tests run
 //! from (`cargo test --release --workspace` builds it; so does `-p api -p tests`).
 
+pub mod aws;
+
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read};

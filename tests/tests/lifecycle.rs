@@ -195,20 +195,38 @@ async fn a_generated_operator_token_is_shown_once_and_works() {
 }
 
 #[test]
-fn the_aws_backend_fails_fast_with_a_clear_message() {
+fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
     let db = Db::new();
-    let mut cmd = serve_command(&db);
-    cmd.args(["--backend", "aws"]);
-    let started = Instant::now();
-    let output = cmd.output().expect("the binary runs");
-    assert!(started.elapsed() < START_STOP);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("AWS backend") && stderr.contains("not built yet"),
-        "{stderr}"
-    );
-    assert!(!db.path().exists(), "nothing was created");
+    for (args, needs) in [
+        (
+            &[
+                "--backend",
+                "aws",
+                "--payments",
+                "stripe",
+                "--stripe-key",
+                "sk_test_x",
+            ][..],
+            "--state-machine-arn",
+        ),
+        (
+            &[
+                "--backend",
+                "aws",
+                "--state-machine-arn",
+                "arn:aws:states:us-east-1:123456789012:stateMachine:fulfillment-order-saga",
+            ][..],
+            "--payments",
+        ),
+    ] {
+        let mut cmd = serve_command(&db);
+        cmd.args(args);
+        let output = cmd.output().expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needs), "{args:?}: {stderr}");
+        assert!(!db.path().exists(), "nothing was created");
+    }
 }
 
 #[test]
@@ -233,6 +251,12 @@ fn help_documents_every_setting_and_its_environment_variable() {
         ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
         ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
         ("--log-format", "FULFILLMENT_LOG_FORMAT"),
+        ("--table", "FULFILLMENT_TABLE"),
+        ("--state-machine-arn", "FULFILLMENT_STATE_MACHINE_ARN"),
+        ("--payments", "FULFILLMENT_PAYMENTS"),
+        ("--stripe-url", "FULFILLMENT_STRIPE_URL"),
+        ("--stripe-key", "FULFILLMENT_STRIPE_KEY"),
+        ("--stripe-timeout", "FULFILLMENT_STRIPE_TIMEOUT"),
     ] {
         assert!(
             help.contains(flag) && help.contains(env),
@@ -240,4 +264,13 @@ fn help_documents_every_setting_and_its_environment_variable() {
         );
     }
     assert!(help.contains("fulfillment.engine.db"), "{help}");
+    for standard in [
+        "--aws-region",
+        "--aws-profile",
+        "--endpoint-url",
+        "AWS_ENDPOINT_URL_SFN",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+    ] {
+        assert!(help.contains(standard), "{standard}:\n{help}");
+    }
 }

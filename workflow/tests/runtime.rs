@@ -396,6 +396,43 @@ async fn a_stop_lets_running_steps_finish_and_takes_no_new_task() {
     assert_eq!(f.finish(&after).await.status, ExecutionStatus::Succeeded);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_abandons_a_poll_that_outlasts_its_grace_and_the_task_is_not_lost() {
+    let f = fixture(1, 1).await;
+    let settings = WorkerSettings {
+        // Held far longer than the test waits: only abandoning it lets the stop end.
+        poll_wait: Duration::from_secs(600),
+        abandon_polls_after: Some(Duration::from_millis(100)),
+        ..f.settings()
+    };
+    let pool = WorkerPool::builder(f.port.clone())
+        .settings(settings)
+        .step(
+            f.activities[0].clone(),
+            step(|_| async { StepOutcome::Done(json!("done")) }),
+        )
+        .start();
+    // Let the pollers reach their (long) polls.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::timeout(WAIT, pool.stop())
+        .await
+        .expect("the stop ends once the grace is over");
+
+    // Nothing polls any more; an execution's task waits, scheduled, for the next worker.
+    let arn = f.start("order-after-abandon").await;
+    let task = f
+        .port
+        .get_activity_task(&f.activities[0], "next", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the task is still there for a worker");
+    f.port
+        .send_task_success(&task.task_token, &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(f.finish(&arn).await.status, ExecutionStatus::Succeeded);
+}
+
 /// A port that is unavailable for its first few polls and answers.
 struct Flaky {
     inner: Arc<dyn WorkflowPort>,

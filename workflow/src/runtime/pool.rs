@@ -31,6 +31,13 @@ pub struct WorkerSettings {
     pub max_retry_backoff: Duration,
     /// How many times a step's answer is tried when the workflow service is unavailable.
     pub answer_attempts: u32,
+    /// How long a stop waits for a poll in flight before abandoning it; `None`: it waits
+    /// for the poll to end. Step Functions holds a poll up to 60 s, longer than orchestrators
+    /// wait for a stop (ECS and Kubernetes: 30 s). A task handed to an abandoned poll is not
+    /// lost: nobody heartbeats it, so it times out (`States.HeartbeatTimeout`, every Task's
+    /// `HeartbeatSeconds`) and the definition's Retry hands it out again. Steps already running
+    /// always finish.
+    pub abandon_polls_after: Option<Duration>,
 }
 
 impl Default for WorkerSettings {
@@ -44,6 +51,7 @@ impl Default for WorkerSettings {
             retry_backoff: Duration::from_millis(200),
             max_retry_backoff: Duration::from_secs(5),
             answer_attempts: 5,
+            abandon_polls_after: None,
         }
     }
 }
@@ -183,7 +191,8 @@ impl RunningPool {
 }
 
 /// One poller: takes a slot, polls, hands a task with its slot to a new task runner; repeats
-/// until stopped. It never abandons a poll: a stop is only seen between polls.
+/// until stopped. A poll in flight at a stop is awaited, or abandoned after
+/// `abandon_polls_after`.
 async fn poll_loop(
     worker: Arc<ActivityWorker>,
     slots: Arc<Semaphore>,
@@ -200,14 +209,25 @@ async fn poll_loop(
         if *stop.borrow() {
             break;
         }
-        let polled = worker
-            .port
-            .get_activity_task(
-                &worker.activity_arn,
-                &settings.worker_name,
-                settings.poll_wait,
-            )
-            .await;
+        let poll = worker.port.get_activity_task(
+            &worker.activity_arn,
+            &settings.worker_name,
+            settings.poll_wait,
+        );
+        let abandon = async {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+            match settings.abandon_polls_after {
+                Some(grace) => tokio::time::sleep(grace).await,
+                None => std::future::pending().await,
+            }
+        };
+        let polled = tokio::select! {
+            polled = poll => polled,
+            () = abandon => {
+                tracing::info!(activity = %worker.activity, "stopping: abandoned a poll in flight");
+                break;
+            }
+        };
         let error = match polled {
             Ok(Some(handle)) => {
                 backoff.reset();

@@ -1,0 +1,132 @@
+//! `deploy/template.yaml` matches the code it deploys: the activities the service derives from
+//! the state machine's ARN, the definition's placeholders, the state machine's name and the
+//! DynamoDB table's shape. (cfn-lint checks the template itself, in `.ci/run cfn`.)
+
+use workflow::definition::{Activity, STATE_MACHINE_NAME, TEMPLATE};
+
+const DEPLOY: &str = include_str!("../../deploy/template.yaml");
+
+/// The text of the resource `logical_id`: its line and the more indented lines after it.
+fn resource(logical_id: &str) -> String {
+    let mut lines = DEPLOY
+        .lines()
+        .skip_while(|l| *l != format!("  {logical_id}:"));
+    let head = lines
+        .next()
+        .unwrap_or_else(|| panic!("no resource {logical_id}"));
+    let body = lines.take_while(|l| l.is_empty() || l.starts_with("   "));
+    std::iter::once(head)
+        .chain(body)
+        .flat_map(|l| [l, "\n"])
+        .collect()
+}
+
+fn logical_id(activity: Activity) -> String {
+    let placeholder = activity.placeholder();
+    format!(
+        "{}Activity",
+        placeholder
+            .strip_suffix("ActivityArn")
+            .expect("placeholders end in ActivityArn")
+    )
+}
+
+#[test]
+fn every_activity_is_deployed_under_the_name_the_service_derives() {
+    for activity in Activity::ALL {
+        let block = resource(&logical_id(activity));
+        assert!(
+            block.contains("Type: AWS::StepFunctions::Activity"),
+            "{block}"
+        );
+        assert!(
+            block.contains(&format!("Name: {}\n", activity.name())),
+            "{activity:?}: {block}"
+        );
+    }
+}
+
+#[test]
+fn the_state_machine_is_the_one_definition_with_every_placeholder_substituted() {
+    let block = resource("StateMachine");
+    assert!(
+        block.contains(&format!("Name: {STATE_MACHINE_NAME}\n")),
+        "{block}"
+    );
+    assert!(block.contains("Type: STANDARD\n"), "{block}");
+    assert!(
+        block.contains("DefinitionUri: ../workflow/order_saga.asl.json\n"),
+        "{block}"
+    );
+    for activity in Activity::ALL {
+        let line = format!(
+            "{}: !Ref {}\n",
+            activity.placeholder(),
+            logical_id(activity)
+        );
+        assert!(block.contains(&line), "missing {line:?} in {block}");
+        assert!(TEMPLATE.contains(&format!("${{{}}}", activity.placeholder())));
+    }
+    assert_eq!(
+        TEMPLATE.matches("${").count(),
+        Activity::ALL.len(),
+        "the definition has no placeholder the template does not fill"
+    );
+}
+
+#[test]
+fn the_service_may_poll_every_activity_and_nothing_else() {
+    let block = resource("ServicePolicy");
+    for activity in Activity::ALL {
+        assert!(
+            block.contains(&format!("- !Ref {}\n", logical_id(activity))),
+            "{activity:?} not in the policy"
+        );
+    }
+    assert!(!block.contains("states:*") && !block.contains("dynamodb:*"));
+    assert!(!block.contains("Action: \"*\""));
+}
+
+#[test]
+fn the_table_has_the_shape_the_dynamodb_adapter_uses() {
+    use store::dynamodb as schema;
+    let block = resource("Table");
+    assert!(block.contains("BillingMode: PAY_PER_REQUEST"), "{block}");
+    let key = format!(
+        "KeySchema:\n        - AttributeName: {}\n          KeyType: HASH\n",
+        schema::PARTITION_KEY
+    );
+    assert!(block.contains(&key), "table key: {block}");
+    assert!(
+        block.contains(&format!(
+            "- IndexName: {}\n",
+            schema::PENDING_APPROVALS_INDEX
+        )),
+        "{block}"
+    );
+    let index_keys = format!(
+        "            - AttributeName: {}\n              KeyType: HASH\n            - AttributeName: {}\n              KeyType: RANGE\n",
+        schema::APPROVAL_QUEUE,
+        schema::APPROVAL_REQUESTED_AT
+    );
+    assert!(block.contains(&index_keys), "index keys: {block}");
+    assert!(
+        block.contains(&format!(
+            "ProjectionType: {}\n",
+            schema::PENDING_APPROVALS_PROJECTION.as_str()
+        )),
+        "projection: {block}"
+    );
+    for attribute in [
+        schema::PARTITION_KEY,
+        schema::APPROVAL_QUEUE,
+        schema::APPROVAL_REQUESTED_AT,
+    ] {
+        assert!(
+            block.contains(&format!(
+                "- AttributeName: {attribute}\n          AttributeType: S\n"
+            )),
+            "attribute {attribute}: {block}"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! The AWS backend, locally: `fulfillment engine` stands in for Step Functions, moto for
+//! DynamoDB and the contract suite's fake Stripe for the payment provider. `fulfillment
+//! provision` creates the table, the activities and the state machine on them, and replicas of
+//! `fulfillment serve --backend aws` know them only by endpoint URL (the standard per-service
+//! variables `AWS_ENDPOINT_URL_SFN` and `AWS_ENDPOINT_URL_DYNAMODB`).
+
+use crate::{Db, Server, TOKEN, binary};
+use std::process::Command;
+use store::contract::fake_stripe::{FakeStripe, SECRET_KEY};
+use store::contract::moto::MotoServer;
+
+/// The emulated AWS account and the provider, provisioned; replicas start with [`AwsStack::replica`].
+pub struct AwsStack {
+    pub moto: MotoServer,
+    pub engine: Server,
+    pub stripe: FakeStripe,
+    pub state_machine_arn: String,
+    pub table: String,
+    /// The engine's state and the replicas' working directory.
+    dir: Db,
+}
+
+impl AwsStack {
+    /// Starts moto, the engine and the fake Stripe, and provisions (twice: it is idempotent).
+    pub async fn start() -> AwsStack {
+        let moto = tokio::task::spawn_blocking(MotoServer::start)
+            .await
+            .expect("moto starts");
+        let dir = Db::new();
+        let mut engine = Command::new(binary());
+        engine
+            .args(["engine", "--listen", "127.0.0.1:0", "--db"])
+            .arg(dir.dir().join("sfn.db"))
+            .current_dir(dir.dir());
+        let engine = Server::spawn(engine);
+        let stripe = FakeStripe::start().await;
+        let mut stack = AwsStack {
+            moto,
+            engine,
+            stripe,
+            state_machine_arn: String::new(),
+            table: format!("fulfillment-{}", std::process::id()),
+            dir,
+        };
+        let first = stack.provision();
+        assert_eq!(
+            stack.provision(),
+            first,
+            "provisioning again changes nothing"
+        );
+        stack.state_machine_arn = first
+            .lines()
+            .find_map(|l| l.strip_prefix("FULFILLMENT_STATE_MACHINE_ARN="))
+            .unwrap_or_else(|| panic!("no state machine ARN printed: {first}"))
+            .to_owned();
+        assert!(
+            first.contains(&format!("FULFILLMENT_TABLE={}\n", stack.table)),
+            "{first}"
+        );
+        stack
+    }
+
+    /// A command of the binary with the emulators' endpoints and test credentials, and no
+    /// `AWS_*` or `FULFILLMENT_*` variable of the test's own environment.
+    pub fn command(&self, subcommand: &str) -> Command {
+        let mut cmd = Command::new(binary());
+        cmd.arg(subcommand).current_dir(self.dir.dir());
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("FULFILLMENT_") || key.starts_with("AWS_") {
+                cmd.env_remove(key.as_ref());
+            }
+        }
+        cmd.env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_ENDPOINT_URL_SFN", &self.engine.base)
+            .env("AWS_ENDPOINT_URL_DYNAMODB", self.moto.endpoint())
+            .env("FULFILLMENT_TABLE", &self.table);
+        cmd
+    }
+
+    /// Runs `fulfillment provision`; its standard output.
+    fn provision(&self) -> String {
+        let output = self
+            .command("provision")
+            .args([
+                "--state-machine-role-arn",
+                "arn:aws:iam::123456789012:role/fulfillment-saga",
+            ])
+            .output()
+            .expect("provision runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "provision failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    /// A replica of `serve --backend aws` paying through the fake Stripe, with the test token
+    /// and `args` on top.
+    pub fn replica(&self, args: &[&str]) -> Server {
+        let mut cmd = self.command("serve");
+        cmd.args(["--listen", "127.0.0.1:0", "--backend", "aws"])
+            .args(["--state-machine-arn", &self.state_machine_arn])
+            .args([
+                "--payments",
+                "stripe",
+                "--stripe-url",
+                &self.stripe.base_url,
+            ])
+            .args(["--stripe-key", SECRET_KEY, "--operator-token", TOKEN])
+            .args(args);
+        Server::spawn(cmd)
+    }
+}

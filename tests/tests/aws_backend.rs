@@ -1,0 +1,240 @@
+//! The saga's end-to-end scenarios with `--backend aws`: two replicas of the service, as
+//! separate processes, on Step Functions (`fulfillment engine`), DynamoDB (moto) and a
+//! Stripe-compatible provider (the fake Stripe), knowing them only by endpoint URL. An order
+//! placed on one replica is worked by either and read from the other.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use tests::aws::AwsStack;
+use tests::{Server, order};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
+    let stack = AwsStack::start().await;
+    let a = stack.replica(&[]);
+    let b = stack.replica(&[]);
+    // Orders placed here get a two-second approval window (it travels in the execution's
+    // input, so whichever replica works the task honours it).
+    let hasty = stack.replica(&["--approval-timeout", "2s"]);
+
+    tokio::join!(
+        small_order_completes(&stack, &a, &b),
+        large_order_is_approved(&stack, &a, &b),
+        declined_card_is_compensated(&stack, &a, &b),
+        rejected_approval_is_compensated(&stack, &a, &b),
+        expired_approval_window_is_compensated(&stack, &hasty, &b),
+        replays_and_conflicts(&stack, &a, &b),
+    );
+
+    for replica in [a, b, hasty] {
+        replica.stop();
+    }
+}
+
+async fn available(server: &Server, sku: &str) -> (u64, u64) {
+    let r = server
+        .request(Method::GET, &format!("/inventory/{sku}"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let v = r.json();
+    (
+        v["available"].as_u64().unwrap(),
+        v["reserved"].as_u64().unwrap(),
+    )
+}
+
+async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-book", 5).await;
+    let placed = a
+        .place(&order("aws-small", "aws-book", 2, 1_500, "pm_card_visa"))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let arn = placed.json()["executionArn"].as_str().unwrap().to_owned();
+    assert_eq!(
+        arn,
+        format!(
+            "{}:aws-small",
+            stack
+                .state_machine_arn
+                .replace(":stateMachine:", ":execution:")
+        )
+    );
+    let done = b.reaches("aws-small", "COMPLETED").await;
+    assert_eq!(done["executionStatus"], "SUCCEEDED", "{done}");
+    assert_eq!(done["payment"]["amountCents"], 3_000, "{done}");
+    assert!(done["shipment"]["trackingNumber"].is_string(), "{done}");
+    assert_eq!(stack.stripe.charges_of("aws-small"), 1);
+    assert!(
+        stack
+            .stripe
+            .requests()
+            .iter()
+            .filter(|r| r.method == Method::POST && r.path == "/v1/payment_intents")
+            .filter(|r| r.param("metadata[order_id]") == Some("aws-small"))
+            .all(|r| r.header("idempotency-key") == Some("charge:aws-small")),
+        "every charge of the order carries its idempotency key"
+    );
+    assert_eq!(available(b, "aws-book").await, (3, 0));
+    let history = a.history("aws-small").await;
+    assert_eq!(
+        history.first().map(String::as_str),
+        Some("ExecutionStarted")
+    );
+    assert_eq!(
+        history.last().map(String::as_str),
+        Some("ExecutionSucceeded")
+    );
+}
+
+async fn large_order_is_approved(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-piano", 1).await;
+    let placed = a
+        .place(&order("aws-large", "aws-piano", 1, 450_000, "pm_card_visa"))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    b.reaches("aws-large", "AWAITING_APPROVAL").await;
+    let pending = b.operator(Method::GET, "/approvals", None).await;
+    assert_eq!(pending.status, StatusCode::OK, "{}", pending.text);
+    assert!(
+        pending.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["orderId"] == "aws-large"),
+        "{}",
+        pending.text
+    );
+    let approved = b.decide("aws-large", "approve").await;
+    assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
+    let again = a.decide("aws-large", "approve").await;
+    assert_eq!(
+        again.status,
+        StatusCode::OK,
+        "the same decision replays: {}",
+        again.text
+    );
+    let done = a.reaches("aws-large", "COMPLETED").await;
+    assert_eq!(done["approval"]["decision"], "approve", "{done}");
+    assert_eq!(stack.stripe.charges_of("aws-large"), 1);
+    assert_eq!(stack.stripe.refunds_of("aws-large"), 0);
+    assert_eq!(available(a, "aws-piano").await, (0, 0));
+}
+
+async fn declined_card_is_compensated(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-lamp", 3).await;
+    let placed = b
+        .place(&order(
+            "aws-declined",
+            "aws-lamp",
+            1,
+            1_500,
+            "pm_card_chargeDeclined",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let cancelled = a.reaches("aws-declined", "CANCELLED").await;
+    assert_eq!(
+        cancelled["failure"]["error"], "Payment.Declined",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["executionStatus"], "FAILED", "{cancelled}");
+    assert!(cancelled["payment"].is_null(), "{cancelled}");
+    assert_eq!(stack.stripe.charges_of("aws-declined"), 0);
+    assert_eq!(
+        available(a, "aws-lamp").await,
+        (3, 0),
+        "the stock is released"
+    );
+}
+
+async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-organ", 1).await;
+    let placed = a
+        .place(&order(
+            "aws-rejected",
+            "aws-organ",
+            1,
+            900_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    b.reaches("aws-rejected", "AWAITING_APPROVAL").await;
+    let rejected = a.decide("aws-rejected", "reject").await;
+    assert_eq!(rejected.status, StatusCode::OK, "{}", rejected.text);
+    let other = b.decide("aws-rejected", "approve").await;
+    assert_eq!(other.status, StatusCode::CONFLICT, "{}", other.text);
+    let cancelled = b.reaches("aws-rejected", "CANCELLED").await;
+    assert_eq!(cancelled["approval"]["decision"], "reject", "{cancelled}");
+    assert_eq!(stack.stripe.charges_of("aws-rejected"), 1);
+    assert_eq!(stack.stripe.refunds_of("aws-rejected"), 1);
+    assert!(
+        stack
+            .stripe
+            .requests()
+            .iter()
+            .filter(|r| r.method == Method::POST && r.path == "/v1/refunds")
+            .filter(|r| r.param("metadata[order_id]") == Some("aws-rejected"))
+            .all(|r| r.header("idempotency-key") == Some("refund:aws-rejected")),
+        "every refund of the order carries its idempotency key"
+    );
+    assert_eq!(
+        available(b, "aws-organ").await,
+        (1, 0),
+        "the stock is released"
+    );
+}
+
+async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server, b: &Server) {
+    hasty.stock("aws-harp", 1).await;
+    let placed = hasty
+        .place(&order(
+            "aws-expired",
+            "aws-harp",
+            1,
+            300_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let cancelled = b.reaches("aws-expired", "CANCELLED").await;
+    assert_eq!(
+        cancelled["failure"]["error"], "States.Timeout",
+        "{cancelled}"
+    );
+    assert_eq!(stack.stripe.refunds_of("aws-expired"), 1);
+    assert_eq!(
+        available(b, "aws-harp").await,
+        (1, 0),
+        "the stock is released"
+    );
+    let late = b.decide("aws-expired", "approve").await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.text);
+}
+
+async fn replays_and_conflicts(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-pen", 10).await;
+    let pen = order("aws-replayed", "aws-pen", 1, 250, "pm_card_visa");
+    let first = a.place(&pen).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.text);
+    assert!(!first.replayed());
+    let again = b.place(&pen).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
+    assert!(again.replayed(), "{:?}", again.headers);
+    assert_eq!(again.json()["executionArn"], first.json()["executionArn"]);
+    let mut other = pen.clone();
+    other["items"][0]["quantity"] = json!(3);
+    let conflict = b.place(&other).await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT, "{}", conflict.text);
+    assert_eq!(
+        conflict.header("content-type"),
+        Some("application/problem+json")
+    );
+    let done = a.reaches("aws-replayed", "COMPLETED").await;
+    assert_eq!(
+        done["amountCents"], 250,
+        "the conflict changed nothing: {done}"
+    );
+    assert_eq!(stack.stripe.charges_of("aws-replayed"), 1);
+    assert_eq!(available(a, "aws-pen").await, (9, 0));
+}
