@@ -106,7 +106,7 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
             "/items",
             Some(json!(vec![
                 json!({"sku": "b", "quantity": 1, "unitPriceCents": 1});
-                101
+                api::http::validate::MAX_ITEMS + 1
             ])),
         ),
         ("/items/0/sku", Some(json!(""))),

@@ -104,7 +104,7 @@ pub struct PlaceOrder {
         example = "cus_1"
     )]
     pub customer_id: String,
-    #[schema(min_items = 1, max_items = 100)]
+    #[schema(min_items = 1, max_items = 50)]
     pub items: Vec<OrderLine>,
     /// ISO 4217.
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]

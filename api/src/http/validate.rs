@@ -6,7 +6,9 @@ use crate::orders::{OrderRequest, total_cents};
 use serde_json::{Map, Value};
 use store::{Address, Decision, LineItem, OrderId};
 
-pub const MAX_ITEMS: usize = 100;
+/// Lines per order. Every line's SKU is written in the reservation's one DynamoDB transaction
+/// (at most 100 actions, the reservation record among them), so this stays well below that.
+pub const MAX_ITEMS: usize = 50;
 pub const MAX_QUANTITY: u64 = 10_000;
 pub const MAX_UNIT_PRICE_CENTS: u64 = 100_000_000;
 pub const MAX_AVAILABLE: u64 = 1_000_000_000;
@@ -556,7 +558,7 @@ mod tests {
             (
                 "[A-Za-z0-9_-]{1,80}",
                 text(80),
-                proptest::collection::vec(item, 1..=100),
+                proptest::collection::vec(item, 1..=super::MAX_ITEMS),
                 "[A-Z]{3}",
                 text(100),
                 address,
