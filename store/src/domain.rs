@@ -213,6 +213,10 @@ pub struct Order {
     /// the refund goes by it instead of looking the charge up (which a provider may only see
     /// after a delay).
     pub charge_id: Option<String>,
+    /// When the provider made that charge, recorded with `charge_id`: with the order's amount
+    /// and currency it is the whole charge, so showing it needs no call to the provider. `None`
+    /// for orders charged before it was recorded.
+    pub charged_at: Option<DateTime<Utc>>,
     pub failure: Option<Failure>,
     pub approval: Option<Approval>,
     pub updated_at: DateTime<Utc>,

@@ -96,13 +96,13 @@ pub trait OrderRepository: Send + Sync {
     /// Records the workflow execution that runs the order (idempotent).
     async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError>;
 
-    /// Records the id of the order's charge, as the payment provider gave it (idempotent).
-    /// The first id recorded is kept: the charge is made once per order under one idempotency
-    /// key, so another id can only come from a bug, and must not hide the charge a refund has to
-    /// give back; it changes nothing and is logged (`tracing::warn`). Recorded whatever the
-    /// status, so a charge that lands after its compensation started is not forgotten.
-    /// Returns the order afterwards.
-    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError>;
+    /// Records the order's charge, as the payment provider gave it: its id and its `created_at`,
+    /// as `charge_id` and `charged_at`, set together (idempotent). The first charge recorded is
+    /// kept: the charge is made once per order under one idempotency key, so another id can only
+    /// come from a bug, and must not hide the charge a refund has to give back; it changes
+    /// nothing and is logged (`tracing::warn`). Recorded whatever the status, so a charge that
+    /// lands after its compensation started is not forgotten. Returns the order afterwards.
+    async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError>;
 
     /// Moves the status forward to `to` (see `OrderStatus::can_move_to`); a move backwards or
     /// sideways changes nothing. `failure` is recorded with `Compensating`, `Cancelled` and

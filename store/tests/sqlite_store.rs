@@ -38,7 +38,7 @@ async fn reopening_applies_no_migration_twice_and_keeps_the_data() {
             })
             .await
             .unwrap();
-        let order = store.record_charge(&id, &charge.charge_id).await.unwrap();
+        let order = store.record_charge(&id, &charge).await.unwrap();
         (order, charge)
     };
     // The steps create their tables without IF NOT EXISTS: applying one again would fail here.

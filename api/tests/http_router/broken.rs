@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
-    Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository, OrderStatus,
-    PendingApproval, StoreError,
+    Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
+    OrderStatus, PendingApproval, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -43,7 +43,7 @@ impl OrderRepository for Broken {
     async fn set_execution(&self, _: &OrderId, _: &str) -> Result<(), StoreError> {
         self.fail().await
     }
-    async fn record_charge(&self, _: &OrderId, _: &str) -> Result<Order, StoreError> {
+    async fn record_charge(&self, _: &OrderId, _: &Charge) -> Result<Order, StoreError> {
         self.fail().await
     }
     async fn advance(

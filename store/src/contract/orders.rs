@@ -1,5 +1,5 @@
-//! The contract of `OrderRepository`: conditional create, forward-only status, the charge id
-//! recorded once, approvals parked and decided once.
+//! The contract of `OrderRepository`: conditional create, forward-only status, the charge (id
+//! and time) recorded once, approvals parked and decided once.
 
 use super::{failure, new_order, now, order_id};
 use crate::domain::*;
@@ -12,6 +12,18 @@ async fn created(repo: &dyn OrderRepository, prefix: &str) -> Order {
     match repo.create(new_order(&id)).await.expect("create") {
         Created::New(order) => order,
         other => panic!("a fresh id must create, got {other:?}"),
+    }
+}
+
+/// The provider's charge `charge_id` of order `id` (as `new_order` made it), made at `at`.
+fn charge(id: &OrderId, charge_id: &str, at: chrono::DateTime<chrono::Utc>) -> Charge {
+    Charge {
+        charge_id: charge_id.to_owned(),
+        idempotency_key: id.charge_key(),
+        order_id: id.clone(),
+        amount_cents: 3499,
+        currency: "EUR".to_owned(),
+        created_at: at,
     }
 }
 
@@ -43,7 +55,7 @@ pub async fn create_is_conditional(repo: &dyn OrderRepository) {
         (None, None)
     );
     assert_eq!(first.approval, None);
-    assert_eq!(first.charge_id, None);
+    assert_eq!((&first.charge_id, first.charged_at), (&None, None));
 
     assert_eq!(
         repo.create(new.clone()).await.expect("replay"),
@@ -82,26 +94,31 @@ pub async fn execution_is_recorded_once(repo: &dyn OrderRepository) {
 pub async fn charge_is_recorded_once(repo: &dyn OrderRepository) {
     let order = created(repo, "charge-id").await;
     let id = order.id();
-    let after = repo.record_charge(id, "ch_first").await.expect("record");
-    assert_eq!(after.charge_id.as_deref(), Some("ch_first"));
+    let at = now() - Duration::seconds(5);
+    let first = charge(id, "ch_first", at);
+    let recorded = |o: &Order| (o.charge_id.clone(), o.charged_at);
+    let expected = (Some("ch_first".to_owned()), Some(at));
+    let after = repo.record_charge(id, &first).await.expect("record");
+    assert_eq!(
+        recorded(&after),
+        expected,
+        "id and time, to the millisecond"
+    );
     assert_eq!(
         (&after.new, after.status, &after.failure),
         (&order.new, order.status, &order.failure),
         "nothing else changes"
     );
-    let again = repo
-        .record_charge(id, "ch_first")
-        .await
-        .expect("record again");
-    assert_eq!(again.charge_id.as_deref(), Some("ch_first"));
-    // Another id changes nothing: the first charge is the one a refund must give back.
+    let again = repo.record_charge(id, &first).await.expect("record again");
+    assert_eq!(recorded(&again), expected);
+    // Another charge changes nothing: the first is the one a refund must give back.
     let other = repo
-        .record_charge(id, "ch_other")
+        .record_charge(id, &charge(id, "ch_other", now()))
         .await
         .expect("record other");
-    assert_eq!(other.charge_id.as_deref(), Some("ch_first"));
+    assert_eq!(recorded(&other), expected);
     let stored = repo.get(id).await.expect("get").expect("exists");
-    assert_eq!(stored.charge_id.as_deref(), Some("ch_first"));
+    assert_eq!(recorded(&stored), expected);
     assert!(stored.updated_at >= order.updated_at);
 }
 
@@ -113,8 +130,15 @@ pub async fn charge_is_recorded_whatever_the_status(repo: &dyn OrderRepository) 
     repo.advance(id, OrderStatus::Cancelled, Some(failure("States.Timeout")))
         .await
         .expect("cancel");
-    let after = repo.record_charge(id, "ch_late").await.expect("record");
-    assert_eq!(after.charge_id.as_deref(), Some("ch_late"));
+    let at = now();
+    let after = repo
+        .record_charge(id, &charge(id, "ch_late", at))
+        .await
+        .expect("record");
+    assert_eq!(
+        (after.charge_id.as_deref(), after.charged_at),
+        (Some("ch_late"), Some(at))
+    );
     assert_eq!(after.status, OrderStatus::Cancelled);
     assert_eq!(after.failure, Some(failure("States.Timeout")));
 }
@@ -207,7 +231,11 @@ pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository
     let id = order_id("missing");
     let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound(_)));
     assert!(not_found(repo.set_execution(&id, "arn").await));
-    assert!(not_found(repo.record_charge(&id, "ch_1").await.map(drop)));
+    assert!(not_found(
+        repo.record_charge(&id, &charge(&id, "ch_1", now()))
+            .await
+            .map(drop)
+    ));
     assert!(not_found(
         repo.advance(&id, OrderStatus::Reserved, None)
             .await

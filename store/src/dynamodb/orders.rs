@@ -109,6 +109,7 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
         status,
         execution_arn: f.opt_string("execution_arn")?,
         charge_id: f.opt_string("charge_id")?,
+        charged_at: f.opt_ts("charged_at")?,
         failure,
         approval,
         updated_at: f.ts("updated_at")?,
@@ -213,21 +214,22 @@ impl OrderRepository for DynamoStore {
         .map(drop)
     }
 
-    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError> {
+    async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {
         let values = HashMap::from([
-            (":charge_id".to_owned(), s(charge_id)),
+            (":charge_id".to_owned(), s(&charge.charge_id)),
+            (":charged_at".to_owned(), ts(charge.created_at)),
             (":now".to_owned(), ts(Utc::now())),
         ]);
         let order = self
             .change_order(
                 id,
-                "SET #charge_id = :charge_id, #updated_at = :now",
+                "SET #charge_id = :charge_id, #charged_at = :charged_at, #updated_at = :now",
                 "attribute_not_exists(#charge_id)",
                 values,
             )
             .await?
             .into_order();
-        warn_if_other_charge(&order, charge_id);
+        warn_if_other_charge(&order, &charge.charge_id);
         Ok(order)
     }
 

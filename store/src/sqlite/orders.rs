@@ -20,7 +20,7 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
-    charge_id FROM orders";
+    charge_id, charged_at FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -89,6 +89,7 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
         status,
         execution_arn: r.get(11)?,
         charge_id: r.get(21)?,
+        charged_at: get_opt_ts(r, 22)?,
         failure,
         approval,
         updated_at: get_ts(r, 20)?,
@@ -189,17 +190,16 @@ impl OrderRepository for SqliteStore {
         .map(|_| ())
     }
 
-    async fn record_charge(&self, id: &OrderId, charge_id: &str) -> Result<Order, StoreError> {
-        let sql = "UPDATE orders SET charge_id = ?2, updated_at = ?3 \
+    async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET charge_id = ?2, charged_at = ?3, updated_at = ?4 \
                    WHERE order_id = ?1 AND charge_id IS NULL";
-        let order = update_and_load(
-            self,
-            id,
-            sql.to_owned(),
-            vec![charge_id.to_owned().into(), now().into()],
-        )
-        .await?;
-        warn_if_other_charge(&order, charge_id);
+        let values = vec![
+            charge.charge_id.clone().into(),
+            ts(charge.created_at).into(),
+            now().into(),
+        ];
+        let order = update_and_load(self, id, sql.to_owned(), values).await?;
+        warn_if_other_charge(&order, &charge.charge_id);
         Ok(order)
     }
 

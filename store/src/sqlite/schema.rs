@@ -97,6 +97,12 @@ CREATE TABLE sandbox_attempts (
     r#"
 ALTER TABLE orders ADD COLUMN charge_id TEXT;
 "#,
+    // 5: when that charge was made, set with `charge_id`, so the status view shows the charge
+    // without asking the provider. Orders charged before this step have none: their status looks
+    // the charge up, as before.
+    r#"
+ALTER TABLE orders ADD COLUMN charged_at TEXT;
+"#,
 ];
 
 /// The schema version this build writes.
@@ -180,6 +186,28 @@ mod tests {
             )
             .unwrap();
         assert_eq!((status.as_str(), charge_id), ("CHARGED", None));
+    }
+
+    #[test]
+    fn orders_charged_before_charge_times_keep_their_charge_id_without_one() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, 4).unwrap();
+        conn.execute_batch(
+            "INSERT INTO orders (order_id, customer_id, items, currency, payment_method, \
+             shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
+             updated_at, charge_id) \
+             VALUES ('o1', 'c', '[]', 'EUR', 'pm', '{}', 1, 0, 'h', 't', 'CHARGED', 't', 'ch_1')",
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn, 5).unwrap(), 1);
+        let (charge_id, charged_at): (Option<String>, Option<String>) = conn
+            .query_row(
+                "SELECT charge_id, charged_at FROM orders WHERE order_id = 'o1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((charge_id.as_deref(), charged_at), (Some("ch_1"), None));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! ChargePayment: one charge per order, under the idempotency key `charge:{orderId}`, its id
-//! recorded on the order for the refund.
+//! ChargePayment: one charge per order, under the idempotency key `charge:{orderId}`, its id and
+//! time recorded on the order for the refund and the status view.
 
 use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
 use crate::runtime::{Step, StepOutcome, StepTask};
@@ -39,12 +39,10 @@ impl Step for Charge {
             Err(e @ GatewayError::Store(_)) => return gateway_store_failed(&e),
         };
         // Recorded before success is reported (a retry that replays the charge records it too),
-        // so the refund goes by the id instead of a lookup the provider may answer late.
-        if let Err(e) = self
-            .orders
-            .record_charge(&input.order_id, &charge.charge_id)
-            .await
-        {
+        // so the refund goes by the id instead of a lookup the provider may answer late, and the
+        // status view shows the charge (its id and time; amount and currency are the order's,
+        // charged above) without asking the provider at all.
+        if let Err(e) = self.orders.record_charge(&input.order_id, &charge).await {
             return store_failed(&e);
         }
         if let Err(e) = self
