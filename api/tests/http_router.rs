@@ -5,6 +5,8 @@
 mod app;
 #[path = "http_router/broken.rs"]
 mod broken;
+#[path = "http_router/counting.rs"]
+mod counting;
 
 use api::http::HttpLimits;
 use api::orders::SagaSettings;
@@ -12,9 +14,11 @@ use app::{App, PROBLEM_JSON, TOKEN, large, order, send, small};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use broken::{Broken, SECRET};
+use counting::CountingLookups;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use store::{OrderId, OrderStatus};
 
 // ---------------------------------------------------------------- POST /orders
 
@@ -328,6 +332,66 @@ async fn a_cancelled_order_shows_its_failure() {
     assert!(status["failure"]["cause"].is_string());
     assert_eq!(status["payment"], Value::Null);
     assert_eq!(status["shipment"], Value::Null);
+}
+
+/// Clients poll the status for days while an order awaits approval; the provider's lookup is
+/// rate-limited and lags, so the payment comes from the order.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_shows_the_payment_without_asking_the_provider() {
+    let app = App::start().await;
+    app.stock("piano", 1).await;
+    app.post("/orders", &large("o-30", "piano")).await;
+    app.reaches("o-30", "AWAITING_APPROVAL").await;
+    let charged = app.stored("o-30").await.unwrap();
+    let charge = app
+        .state
+        .payments
+        .find_charge(charged.id())
+        .await
+        .unwrap()
+        .expect("the order is charged");
+    // An order stored but not yet charged (its saga not started).
+    let mut new = charged.new.clone();
+    new.order_id = OrderId::parse("o-31").unwrap();
+    app.state.orders.create(new).await.unwrap();
+
+    let payments = Arc::new(CountingLookups::new(app.state.payments.clone()));
+    let router = app.with_payments(payments.clone());
+    let status = |id: &str| {
+        let request = Request::get(format!("/orders/{id}/status"))
+            .body(Body::empty())
+            .unwrap();
+        let router = router.clone();
+        async move {
+            let r = send(&router, request).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+            r.json()
+        }
+    };
+    let body = status("o-30").await;
+    assert_eq!(body["status"], "AWAITING_APPROVAL");
+    assert_eq!(
+        body["payment"],
+        json!({
+            "chargeId": charge.charge_id,
+            "amountCents": 250_000,
+            "currency": "EUR",
+            "createdAt": charge.created_at,
+        })
+    );
+    let body = status("o-31").await;
+    assert_eq!(body["status"], "ACCEPTED");
+    assert_eq!(body["payment"], Value::Null);
+    assert_eq!(payments.finds(), 0, "no provider lookup");
+
+    // An order charged before the charge time was recorded has none: only it is looked up.
+    app.state
+        .orders
+        .advance(&OrderId::parse("o-31").unwrap(), OrderStatus::Charged, None)
+        .await
+        .unwrap();
+    assert_eq!(status("o-31").await["payment"], Value::Null);
+    assert_eq!(payments.finds(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

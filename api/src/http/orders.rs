@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use store::{Order, OrderId, OrderStatus};
+use store::{GatewayError, Order, OrderId, OrderStatus};
 use tracing::Span;
 use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
@@ -385,6 +385,31 @@ async fn execution_status(state: &AppState, arn: Option<&str>) -> Result<Option<
     }
 }
 
+/// The order's charge, from the order itself: statuses are polled often and for days, and the
+/// provider's lookup is rate-limited and lags (Stripe's search). Only an order charged before
+/// the charge time was recorded (past `CHARGED` without `charged_at`) asks the provider.
+async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>, GatewayError> {
+    if let (Some(charge_id), Some(charged_at)) = (&order.charge_id, order.charged_at) {
+        // The charge step charges exactly the order's amount in its currency.
+        return Ok(Some(PaymentView {
+            charge_id: charge_id.clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            created_at: charged_at,
+        }));
+    }
+    if order.status.rank() < OrderStatus::Charged.rank() {
+        return Ok(None);
+    }
+    let charge = state.payments.find_charge(order.id()).await?;
+    Ok(charge.map(|c| PaymentView {
+        charge_id: c.charge_id,
+        amount_cents: c.amount_cents,
+        currency: c.currency,
+        created_at: c.created_at,
+    }))
+}
+
 /// Where an order's saga is.
 ///
 /// The saga status kept on the order, the execution's status, and what each step did.
@@ -411,15 +436,15 @@ pub async fn status(
         Span::current().record("execution_arn", arn);
     }
     let id = order.id();
-    let (execution_status, reservation, charge, shipment) = tokio::join!(
+    let (execution_status, reservation, payment, shipment) = tokio::join!(
         execution_status(&state, arn),
         state.inventory.reservation(id),
-        state.payments.find_charge(id),
+        payment(&state, &order),
         state.shipping.shipment(id),
     );
     let execution_status = execution_status?;
     let reservation = reservation.map_err(|e| Problem::backend(&e, e.is_transient()))?;
-    let charge = charge.map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    let payment = payment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     let shipment = shipment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     Ok(Json(OrderStatusView {
         order_id: id.to_string(),
@@ -444,12 +469,7 @@ pub async fn status(
                 .collect(),
             created_at: r.created_at,
         }),
-        payment: charge.map(|c| PaymentView {
-            charge_id: c.charge_id,
-            amount_cents: c.amount_cents,
-            currency: c.currency,
-            created_at: c.created_at,
-        }),
+        payment,
         approval: order.approval.as_ref().map(|a| ApprovalView {
             requested_at: a.requested_at,
             decision: a.decision.map(|d| decision_name(d).to_owned()),

@@ -11,7 +11,7 @@ use engine::{Engine, EngineConfig};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::{Order, OrderId, OrderRepository, SqliteStore};
+use store::{Order, OrderId, OrderRepository, PaymentGateway, SqliteStore};
 use tower::ServiceExt;
 use workflow::embedded::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
@@ -154,6 +154,14 @@ impl App {
             workflow: state.workflow.clone(),
             settings: self.state.intake.settings.clone(),
         });
+        router(state)
+    }
+
+    /// The same service with another payment gateway for the HTTP layer (the saga's workers keep
+    /// the real one).
+    pub fn with_payments(&self, payments: Arc<dyn PaymentGateway>) -> Router {
+        let mut state = self.state.clone();
+        state.payments = payments;
         router(state)
     }
 
