@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
-use store::{OrderId, OrderRepository, PaymentGateway, SqliteStore, StoreError};
+use store::{PaymentGateway, SqliteStore, StoreError};
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
@@ -294,10 +294,7 @@ async fn open_embedded(
     }
     Ok(Opened {
         ports,
-        activity_arns: Activity::ALL
-            .iter()
-            .map(|a| (*a, workflow.activity_arn(*a).to_owned()))
-            .collect(),
+        activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: Some(engine),
     })
@@ -351,24 +348,11 @@ async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Ope
         aws_sdk_dynamodb::Client::new(&sdk),
         settings.aws.table.clone(),
     );
-    let probe = OrderId::parse("startup-probe").expect("a valid order id");
-    if let Err(e) = store.get(&probe).await {
+    if let Err(unready) = http::health::probe(&store, &workflow).await {
         return Err(StartupError::AwsUnreachable {
-            what: "DynamoDB",
-            reason: e.to_string(),
+            what: unready.what,
+            reason: unready.error,
         });
-    }
-    match workflow
-        .describe_execution(&workflow.execution_arn(probe.as_str()))
-        .await
-    {
-        Ok(_) | Err(WorkflowError::ExecutionDoesNotExist(_)) => {}
-        Err(e) => {
-            return Err(StartupError::AwsUnreachable {
-                what: "Step Functions",
-                reason: e.to_string(),
-            });
-        }
     }
     tracing::info!(
         state_machine = %arn,
@@ -387,10 +371,7 @@ async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Ope
             payments,
             shipping: Arc::new(store.shipping()),
         },
-        activity_arns: Activity::ALL
-            .iter()
-            .map(|a| (*a, workflow.activity_arn(*a).to_owned()))
-            .collect(),
+        activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
     })

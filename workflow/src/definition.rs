@@ -88,6 +88,21 @@ pub fn activity_substitutions(arn_of: impl Fn(&str) -> String) -> HashMap<&'stat
         .collect()
 }
 
+/// The definition with every activity placeholder replaced by that activity's ARN.
+pub fn render_with(activity_arns: &HashMap<Activity, String>) -> Result<String, String> {
+    let by_name: HashMap<&str, &str> = activity_arns
+        .iter()
+        .map(|(a, arn)| (a.name(), arn.as_str()))
+        .collect();
+    let missing = Activity::ALL
+        .iter()
+        .find(|a| !by_name.contains_key(a.name()));
+    if let Some(a) = missing {
+        return Err(format!("no ARN for the activity {}", a.name()));
+    }
+    render(&activity_substitutions(|name| by_name[name].to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

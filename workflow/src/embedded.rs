@@ -34,14 +34,7 @@ impl EmbeddedWorkflow {
                 .map_err(map_error)?;
             activity_arns.insert(activity, info.activity_arn);
         }
-        let by_name: HashMap<&str, &str> = activity_arns
-            .iter()
-            .map(|(a, arn)| (a.name(), arn.as_str()))
-            .collect();
-        let rendered = definition::render(&definition::activity_substitutions(|name| {
-            by_name[name].to_owned()
-        }))
-        .map_err(WorkflowError::Other)?;
+        let rendered = definition::render_with(&activity_arns).map_err(WorkflowError::Other)?;
         let machine = engine
             .create_state_machine(STATE_MACHINE_NAME, &rendered, None)
             .await
@@ -63,6 +56,11 @@ impl EmbeddedWorkflow {
 
     pub fn activity_arn(&self, activity: Activity) -> &str {
         &self.activity_arns[&activity]
+    }
+
+    /// Every activity's ARN.
+    pub fn activity_arns(&self) -> &HashMap<Activity, String> {
+        &self.activity_arns
     }
 }
 

@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use store::OrderId;
+use store::{OrderId, OrderRepository};
 use utoipa::ToSchema;
-use workflow::WorkflowError;
+use workflow::{WorkflowError, WorkflowPort};
 
 /// The order id readiness looks up: never a real order's, and it needs no such order to exist.
 const PROBE_ID: &str = "fulfillment-readiness-probe";
@@ -48,22 +48,50 @@ pub async fn healthz() -> Json<Health> {
 )]
 #[tracing::instrument(name = "readiness", skip_all)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    let id = OrderId::parse(PROBE_ID).expect("a valid id");
-    let not_ready =
-        |what: &str| Problem::new(ProblemKind::NotReady, format!("{what} does not answer"));
-    if let Err(e) = state.orders.get(&id).await {
-        tracing::warn!(error = %e, "store not ready");
-        return Err(not_ready("the store"));
-    }
-    let arn = state.workflow.execution_arn(PROBE_ID);
-    match state.workflow.describe_execution(&arn).await {
-        Ok(_) | Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(Json(Health {
+    match probe(state.orders.as_ref(), state.workflow.as_ref()).await {
+        Ok(()) => Ok(Json(Health {
             status: "ready".to_owned(),
         })),
-        Err(e) => {
-            tracing::warn!(error = %e, "workflow not ready");
-            Err(not_ready("the workflow service"))
+        Err(unready) => {
+            tracing::warn!(error = %unready.error, "{} not ready", unready.what);
+            Err(Problem::new(
+                ProblemKind::NotReady,
+                format!("{} does not answer", unready.what),
+            ))
         }
+    }
+}
+
+/// Which backend did not answer a [`probe`], and what it said.
+#[derive(Debug)]
+pub struct Unready {
+    /// `the store` or `the workflow service`.
+    pub what: &'static str,
+    pub error: String,
+}
+
+/// Checks that the store and the workflow service answer: a read of an order no order has, and
+/// a description of its execution, which need not exist. Used by `/readyz` and at start-up.
+pub async fn probe(
+    orders: &dyn OrderRepository,
+    workflow: &dyn WorkflowPort,
+) -> Result<(), Unready> {
+    let id = OrderId::parse(PROBE_ID).expect("a valid id");
+    if let Err(e) = orders.get(&id).await {
+        return Err(Unready {
+            what: "the store",
+            error: e.to_string(),
+        });
+    }
+    match workflow
+        .describe_execution(&workflow.execution_arn(PROBE_ID))
+        .await
+    {
+        Ok(_) | Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(()),
+        Err(e) => Err(Unready {
+            what: "the workflow service",
+            error: e.to_string(),
+        }),
     }
 }
 

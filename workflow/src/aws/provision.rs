@@ -41,14 +41,7 @@ pub async fn provision(client: &Client, role_arn: &str) -> Result<Provisioned, W
             .map_err(map_error)?;
         activity_arns.insert(activity, created.activity_arn().to_owned());
     }
-    let by_name: HashMap<&str, &str> = activity_arns
-        .iter()
-        .map(|(a, arn)| (a.name(), arn.as_str()))
-        .collect();
-    let rendered = definition::render(&definition::activity_substitutions(|name| {
-        by_name[name].to_owned()
-    }))
-    .map_err(WorkflowError::Other)?;
+    let rendered = definition::render_with(&activity_arns).map_err(WorkflowError::Other)?;
 
     let created = client
         .create_state_machine()

@@ -73,6 +73,11 @@ impl AwsWorkflow {
         &self.activity_arns[&activity]
     }
 
+    /// Every activity's ARN.
+    pub fn activity_arns(&self) -> &HashMap<Activity, String> {
+        &self.activity_arns
+    }
+
     /// A start answered `ExecutionAlreadyExists`: the name is taken by a closed execution, or by
     /// a running one with another input. Only the latter is the port's error.
     async fn existing(
