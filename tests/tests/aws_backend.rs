@@ -31,6 +31,23 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
     }
 }
 
+/// The order's POSTs to `path` at the provider: at least one, every one with `key`.
+fn assert_idempotency_keys(stack: &AwsStack, path: &str, order_id: &str, key: &str) {
+    let keys: Vec<Option<String>> = stack
+        .stripe
+        .requests()
+        .iter()
+        .filter(|r| r.method == Method::POST && r.path == path)
+        .filter(|r| r.param("metadata[order_id]") == Some(order_id))
+        .map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert!(!keys.is_empty(), "no POST {path} for {order_id}");
+    assert!(
+        keys.iter().all(|k| k.as_deref() == Some(key)),
+        "{path} for {order_id}: {keys:?}"
+    );
+}
+
 async fn available(server: &Server, sku: &str) -> (u64, u64) {
     let r = server
         .request(Method::GET, &format!("/inventory/{sku}"), None)
@@ -64,15 +81,11 @@ async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
     assert_eq!(done["payment"]["amountCents"], 3_000, "{done}");
     assert!(done["shipment"]["trackingNumber"].is_string(), "{done}");
     assert_eq!(stack.stripe.charges_of("aws-small"), 1);
-    assert!(
-        stack
-            .stripe
-            .requests()
-            .iter()
-            .filter(|r| r.method == Method::POST && r.path == "/v1/payment_intents")
-            .filter(|r| r.param("metadata[order_id]") == Some("aws-small"))
-            .all(|r| r.header("idempotency-key") == Some("charge:aws-small")),
-        "every charge of the order carries its idempotency key"
+    assert_idempotency_keys(
+        stack,
+        "/v1/payment_intents",
+        "aws-small",
+        "charge:aws-small",
     );
     assert_eq!(available(b, "aws-book").await, (3, 0));
     let history = a.history("aws-small").await;
@@ -168,16 +181,7 @@ async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Serv
     assert_eq!(cancelled["approval"]["decision"], "reject", "{cancelled}");
     assert_eq!(stack.stripe.charges_of("aws-rejected"), 1);
     assert_eq!(stack.stripe.refunds_of("aws-rejected"), 1);
-    assert!(
-        stack
-            .stripe
-            .requests()
-            .iter()
-            .filter(|r| r.method == Method::POST && r.path == "/v1/refunds")
-            .filter(|r| r.param("metadata[order_id]") == Some("aws-rejected"))
-            .all(|r| r.header("idempotency-key") == Some("refund:aws-rejected")),
-        "every refund of the order carries its idempotency key"
-    );
+    assert_idempotency_keys(stack, "/v1/refunds", "aws-rejected", "refund:aws-rejected");
     assert_eq!(
         available(b, "aws-organ").await,
         (1, 0),
