@@ -304,16 +304,39 @@ impl Server {
 
     /// Polls the order's status until it is `status` (within [`DEADLINE`]).
     pub async fn reaches(&self, order_id: &str, status: &str) -> Value {
+        self.polls_until(order_id, |s| s["status"] == status, status)
+            .await
+    }
+
+    /// Polls until the order is `status` and its execution has ended as `execution`. The
+    /// last step records the order's end before the workflow records the execution's, so a
+    /// status read between the two shows the order done and its execution still running.
+    pub async fn ends(&self, order_id: &str, status: &str, execution: &str) -> Value {
+        self.polls_until(
+            order_id,
+            |s| s["status"] == status && s["executionStatus"] == execution,
+            &format!("{status} with its execution {execution}"),
+        )
+        .await
+    }
+
+    async fn polls_until(
+        &self,
+        order_id: &str,
+        done: impl Fn(&Value) -> bool,
+        what: &str,
+    ) -> Value {
         let until = Instant::now() + DEADLINE;
         loop {
             let s = self.status(order_id).await;
-            if s["status"] == status {
+            if done(&s) {
                 return s;
             }
             assert!(
                 Instant::now() < until,
-                "{order_id} is {}, never {status}: {s}",
-                s["status"]
+                "{order_id} is {} (execution {}), never {what}: {s}",
+                s["status"],
+                s["executionStatus"]
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
