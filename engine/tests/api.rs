@@ -646,3 +646,20 @@ async fn in_process_handlers_run_non_activity_resources_with_retries() {
     );
     assert_eq!(handler.calls.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn a_second_engine_on_a_database_in_use_is_refused_until_the_first_shuts_down() {
+    let db = db();
+    let first = open(&db).await;
+    let refused = Engine::open(EngineConfig::new(&db.path), None).await;
+    match refused {
+        Err(EngineError::Unavailable(message)) => {
+            assert!(message.contains("in use by another engine"), "{message}")
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("two engines opened one database"),
+    }
+    first.shutdown().await;
+    let second = open(&db).await;
+    second.shutdown().await;
+}

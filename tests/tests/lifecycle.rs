@@ -229,6 +229,40 @@ fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on() {
+    let db = Db::new();
+    let server = Server::start(&db);
+    server.stock("book", 3).await;
+    let mut second = serve_command(&db)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let until = Instant::now() + START_STOP;
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > until {
+            second.kill().unwrap();
+            second.wait().unwrap();
+            panic!("a second service started on a database in use");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("in use by another engine"), "{stderr}");
+    let placed = server
+        .place(&order("after-refusal", "book", 1, 1_000, "pm_card_visa"))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    server.reaches("after-refusal", "COMPLETED").await;
+    server.stop();
+}
+
 #[test]
 fn help_documents_every_setting_and_its_environment_variable() {
     let output = std::process::Command::new(binary())

@@ -91,6 +91,33 @@ pub struct Engine {
     inner: Arc<Inner>,
 }
 
+/// Claims the database for this engine: an exclusive advisory lock (`flock`) on the file, held
+/// by the writer thread. A second engine on the same file, in this process or another (two
+/// `fulfillment serve` started on one `--db`), would hand out the same tasks twice and fire the
+/// same timers from stale copies of the state; it is refused instead. The lock dies with the
+/// process, so a restart after a crash is never refused. Readers that do not run executions
+/// (an audit, `sqlite3`) are not affected: SQLite's own locking does not use it.
+fn claim(path: &std::path::Path) -> Result<std::fs::File, EngineError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| EngineError::Internal(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EngineError::Unavailable(format!(
+            "{} is in use by another engine (is another fulfillment process running on it?)",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(EngineError::Internal(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 fn unavailable() -> EngineError {
     EngineError::Unavailable("the engine is shut down".to_owned())
 }
@@ -110,6 +137,7 @@ impl Engine {
         let cfg = config.clone();
         let writer_tx = tx.clone();
         let writer_stats = stats.clone();
+        let claim = claim(&config.db_path)?;
         let (store, reader) = tokio::task::spawn_blocking(move || {
             let store = Store::open(&cfg.db_path, cfg.sync)?;
             let reader = Store::open_reader(&cfg.db_path)?;
@@ -134,7 +162,11 @@ impl Engine {
         }
         let thread = std::thread::Builder::new()
             .name("sfn-engine-writer".to_owned())
-            .spawn(move || writer.run())
+            .spawn(move || {
+                // Held for as long as the writer runs: the database is this engine's until then.
+                let _claim = claim;
+                writer.run()
+            })
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         Ok(Engine {
             inner: Arc::new(Inner {
