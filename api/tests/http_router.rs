@@ -394,6 +394,33 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
     assert_eq!(payments.finds(), 1);
 }
 
+/// A declined card or missing stock cancels an order before anything is charged: its status has
+/// no payment to look up, however often it is polled (and a provider refusing the lookup cannot
+/// fail it).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_of_an_order_cancelled_before_any_charge_asks_no_provider() {
+    let app = App::start().await;
+    app.stock("book", 5).await;
+    let mut declined = small("o-32", "book");
+    declined["paymentMethod"] = json!("pm_card_chargeDeclined");
+    app.post("/orders", &declined).await;
+    app.post("/orders", &small("o-33", "never-stocked")).await;
+    app.reaches("o-32", "CANCELLED").await;
+    app.reaches("o-33", "CANCELLED").await;
+
+    let payments = Arc::new(CountingLookups::new(app.state.payments.clone()));
+    let router = app.with_payments(payments.clone());
+    for id in ["o-32", "o-33", "o-32", "o-33"] {
+        let request = Request::get(format!("/orders/{id}/status"))
+            .body(Body::empty())
+            .unwrap();
+        let r = send(&router, request).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["payment"], Value::Null);
+    }
+    assert_eq!(payments.finds(), 0, "no provider lookup");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_status_of_an_unknown_order_is_404() {
     let app = App::start().await;
