@@ -5,7 +5,10 @@
 use crate::http::{HttpLimits, OperatorToken};
 use crate::orders::SagaSettings;
 use crate::sfn_server::SfnSettings;
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -263,9 +266,10 @@ pub struct ServeArgs {
         long,
         env = "FULFILLMENT_STRIPE_KEY",
         hide_env_values = true,
+        value_parser = Secret(|raw: &str| Ok(SecretKey::new(raw))),
         value_name = "KEY"
     )]
-    pub stripe_key: Option<String>,
+    pub stripe_key: Option<SecretKey>,
 
     /// How long one payment provider call may take before it counts as unavailable (retried).
     #[arg(
@@ -284,7 +288,7 @@ pub struct ServeArgs {
         long,
         env = "FULFILLMENT_OPERATOR_TOKEN",
         hide_env_values = true,
-        value_parser = parse_token,
+        value_parser = Secret(parse_token),
         value_name = "TOKEN"
     )]
     pub operator_token: Option<OperatorToken>,
@@ -342,6 +346,35 @@ pub struct ServeArgs {
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// A value parser for a secret: a value it refuses is not quoted in the error (clap quotes the
+/// value it was given, and a mistyped secret is still a secret, now on stderr and in the logs).
+#[derive(Clone, Copy)]
+struct Secret<T>(fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Secret<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map_or_else(|| "the secret".to_owned(), ToString::to_string);
+        let parsed = match value.to_str() {
+            Some(raw) => (self.0)(raw),
+            None => Err("it is not valid UTF-8".to_owned()),
+        };
+        parsed.map_err(|reason| {
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value for '{flag}' (not shown: it is a secret): {reason}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
 }
 
 fn parse_token(raw: &str) -> Result<OperatorToken, String> {
@@ -443,7 +476,7 @@ impl From<ServeArgs> for Settings {
             PaymentsKind::Stripe => PaymentsSettings::Stripe(StripeConfig {
                 base_url: a.stripe_url.clone(),
                 // A missing key is refused at start-up, with the other combinations.
-                secret_key: SecretKey::new(a.stripe_key.clone().unwrap_or_default()),
+                secret_key: a.stripe_key.clone().unwrap_or_else(|| SecretKey::new("")),
                 timeout: a.stripe_timeout,
             }),
         });
@@ -725,6 +758,21 @@ mod tests {
     fn the_stripe_key_never_prints() {
         let s = serve(&["--payments", "stripe", "--stripe-key", "sk_live_secret"]).unwrap();
         assert!(!format!("{s:?}").contains("sk_live_secret"));
+    }
+
+    #[test]
+    fn a_refused_secret_is_not_quoted_in_the_error() {
+        let e = serve(&["--operator-token", "my secret pass phrase"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--operator-token"), "{e}");
+        assert!(e.contains("without spaces"), "{e}");
+        assert!(!e.contains("secret pass"), "{e}");
+        let e = serve(&["--operator-token", "short-secret"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 16"), "{e}");
+        assert!(!e.contains("short-secret"), "{e}");
     }
 
     #[test]
