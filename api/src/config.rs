@@ -343,6 +343,18 @@ pub struct ServeArgs {
     )]
     pub request_timeout: Duration,
 
+    /// How long a client may take to send a request's headers (the connection is then closed)
+    /// and, after them, its body (answered 408). A connection idle this long between requests
+    /// is closed too: behind a load balancer, set it above the balancer's idle timeout.
+    #[arg(
+        long,
+        env = "FULFILLMENT_READ_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub read_timeout: Duration,
+
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -497,6 +509,7 @@ impl From<ServeArgs> for Settings {
             limits: HttpLimits {
                 max_body_bytes: a.max_body_bytes,
                 request_timeout: a.request_timeout,
+                read_timeout: a.read_timeout,
             },
             log_format: a.log_format,
         }
@@ -599,6 +612,7 @@ mod tests {
         assert_eq!(s.saga.approval_heartbeat, Duration::from_secs(300));
         assert_eq!(s.limits.max_body_bytes, 64 * 1024);
         assert_eq!(s.limits.request_timeout, Duration::from_secs(30));
+        assert_eq!(s.limits.read_timeout, Duration::from_secs(10));
         assert_eq!(s.log_format, LogFormat::Text);
     }
 
@@ -623,6 +637,8 @@ mod tests {
             "1024",
             "--request-timeout",
             "2s",
+            "--read-timeout",
+            "3s",
             "--log-format",
             "json",
         ])
@@ -639,6 +655,7 @@ mod tests {
         assert_eq!(s.saga.approval_heartbeat, Duration::from_secs(10));
         assert_eq!(s.limits.max_body_bytes, 1024);
         assert_eq!(s.limits.request_timeout, Duration::from_secs(2));
+        assert_eq!(s.limits.read_timeout, Duration::from_secs(3));
         assert_eq!(s.log_format, LogFormat::Json);
     }
 
@@ -661,6 +678,7 @@ mod tests {
             (&["--endpoint-url", "localhost:4566"][..], "--endpoint-url"),
             (&["--payments", "paypal"][..], "--payments"),
             (&["--stripe-url", "ftp://x"][..], "--stripe-url"),
+            (&["--read-timeout", "0s"][..], "--read-timeout"),
         ] {
             let e = serve(args).unwrap_err().to_string();
             assert!(e.contains(flag), "{args:?}: {e}");

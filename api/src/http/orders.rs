@@ -330,6 +330,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
             )),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "An order with this id and another body exists (`order-conflict`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
