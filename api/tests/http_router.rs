@@ -151,8 +151,9 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
         let fields = r.invalid_fields();
         assert_eq!(fields, [pointer], "{pointer} = {value:?}: {}", r.text());
     }
-    // The one valid id among the bodies above was never stored.
+    // The one valid id among the bodies above was never stored, nor any other.
     assert!(app.stored("o-bad").await.is_none());
+    assert_eq!(app.footprint(), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
