@@ -369,6 +369,21 @@ fn not_the_token(client_values: &[String]) -> Vec<Vec<(String, String)>> {
         vec![("cookie".into(), format!("token={TOKEN}"))],
         vec![("proxy-authorization".into(), format!("Bearer {TOKEN}"))],
         vec![("x-operator".into(), "ops@example.com".into())],
+        // Two credentials, one right: which one counts is ambiguous, so none does.
+        vec![
+            ("authorization".into(), format!("Bearer {TOKEN}")),
+            (
+                "authorization".into(),
+                "Bearer wrong-token-0000000000".into(),
+            ),
+        ],
+        vec![
+            (
+                "authorization".into(),
+                "Bearer wrong-token-0000000000".into(),
+            ),
+            ("authorization".into(), format!("Bearer {TOKEN}")),
+        ],
     ];
     cases.extend(client_values.iter().map(|v| auth(format!("Bearer {v}"))));
     cases
