@@ -794,6 +794,12 @@ mod tests {
     }
 
     #[test]
+    fn the_service_listens_on_loopback_unless_told_otherwise() {
+        assert!(serve(&[]).unwrap().listen.ip().is_loopback());
+        assert!(engine(&[]).unwrap().listen.ip().is_loopback());
+    }
+
+    #[test]
     fn the_token_never_prints() {
         let s = serve(&["--operator-token", "0123456789abcdef-secret"]).unwrap();
         assert!(!format!("{s:?}").contains("secret"));
