@@ -59,10 +59,10 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if let (Some(limits), Some(announced)) = (limits, announced) {
-            if announced > limits.max_bytes as u64 {
-                return Err(too_large());
-            }
+        if let (Some(limits), Some(announced)) = (limits, announced)
+            && announced > limits.max_bytes as u64
+        {
+            return Err(too_large());
         }
         let deadline = limits.map(|l| l.read_timeout);
         let read = Bytes::from_request(req, state);
