@@ -5,7 +5,10 @@
 use crate::http::{HttpLimits, OperatorToken};
 use crate::orders::SagaSettings;
 use crate::sfn_server::SfnSettings;
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,7 +41,8 @@ pub enum Command {
     ///
     /// Stops gracefully on SIGTERM or Ctrl-C: stops accepting, finishes the requests in
     /// flight, lets the running steps finish, closes the engine, exits 0.
-    Serve(ServeArgs),
+    // Boxed: the other commands' arguments are a fraction of its size (clippy).
+    Serve(Box<ServeArgs>),
 
     /// Run the embedded Step Functions engine alone (no saga, no workers) as a durable local
     /// Step Functions endpoint speaking the AWS JSON protocol.
@@ -263,9 +267,10 @@ pub struct ServeArgs {
         long,
         env = "FULFILLMENT_STRIPE_KEY",
         hide_env_values = true,
+        value_parser = Secret(|raw: &str| Ok(SecretKey::new(raw))),
         value_name = "KEY"
     )]
-    pub stripe_key: Option<String>,
+    pub stripe_key: Option<SecretKey>,
 
     /// How long one payment provider call may take before it counts as unavailable (retried).
     #[arg(
@@ -284,7 +289,7 @@ pub struct ServeArgs {
         long,
         env = "FULFILLMENT_OPERATOR_TOKEN",
         hide_env_values = true,
-        value_parser = parse_token,
+        value_parser = Secret(parse_token),
         value_name = "TOKEN"
     )]
     pub operator_token: Option<OperatorToken>,
@@ -339,9 +344,50 @@ pub struct ServeArgs {
     )]
     pub request_timeout: Duration,
 
+    /// How long a client may take to send a request's headers (the connection is then closed)
+    /// and, after them, its body (answered 408). A connection idle this long between requests
+    /// is closed too: behind a load balancer, set it above the balancer's idle timeout.
+    #[arg(
+        long,
+        env = "FULFILLMENT_READ_TIMEOUT",
+        default_value = "10s",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub read_timeout: Duration,
+
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// A value parser for a secret: a value it refuses is not quoted in the error (clap quotes the
+/// value it was given, and a mistyped secret is still a secret, now on stderr and in the logs).
+#[derive(Clone, Copy)]
+struct Secret<T>(fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Secret<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg.map_or_else(|| "the secret".to_owned(), ToString::to_string);
+        let parsed = match value.to_str() {
+            Some(raw) => (self.0)(raw),
+            None => Err("it is not valid UTF-8".to_owned()),
+        };
+        parsed.map_err(|reason| {
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value for '{flag}' (not shown: it is a secret): {reason}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
 }
 
 fn parse_token(raw: &str) -> Result<OperatorToken, String> {
@@ -443,7 +489,7 @@ impl From<ServeArgs> for Settings {
             PaymentsKind::Stripe => PaymentsSettings::Stripe(StripeConfig {
                 base_url: a.stripe_url.clone(),
                 // A missing key is refused at start-up, with the other combinations.
-                secret_key: SecretKey::new(a.stripe_key.clone().unwrap_or_default()),
+                secret_key: a.stripe_key.clone().unwrap_or_else(|| SecretKey::new("")),
                 timeout: a.stripe_timeout,
             }),
         });
@@ -464,6 +510,7 @@ impl From<ServeArgs> for Settings {
             limits: HttpLimits {
                 max_body_bytes: a.max_body_bytes,
                 request_timeout: a.request_timeout,
+                read_timeout: a.read_timeout,
             },
             log_format: a.log_format,
         }
@@ -493,7 +540,7 @@ mod tests {
         let Command::Serve(a) = Cli::try_parse_from(argv)?.command else {
             panic!("not serve");
         };
-        Ok(a.into())
+        Ok((*a).into())
     }
 
     fn engine(args: &[&str]) -> Result<EngineSettings, clap::Error> {
@@ -566,6 +613,7 @@ mod tests {
         assert_eq!(s.saga.approval_heartbeat, Duration::from_secs(300));
         assert_eq!(s.limits.max_body_bytes, 64 * 1024);
         assert_eq!(s.limits.request_timeout, Duration::from_secs(30));
+        assert_eq!(s.limits.read_timeout, Duration::from_secs(10));
         assert_eq!(s.log_format, LogFormat::Text);
     }
 
@@ -590,6 +638,8 @@ mod tests {
             "1024",
             "--request-timeout",
             "2s",
+            "--read-timeout",
+            "3s",
             "--log-format",
             "json",
         ])
@@ -606,6 +656,7 @@ mod tests {
         assert_eq!(s.saga.approval_heartbeat, Duration::from_secs(10));
         assert_eq!(s.limits.max_body_bytes, 1024);
         assert_eq!(s.limits.request_timeout, Duration::from_secs(2));
+        assert_eq!(s.limits.read_timeout, Duration::from_secs(3));
         assert_eq!(s.log_format, LogFormat::Json);
     }
 
@@ -628,6 +679,7 @@ mod tests {
             (&["--endpoint-url", "localhost:4566"][..], "--endpoint-url"),
             (&["--payments", "paypal"][..], "--payments"),
             (&["--stripe-url", "ftp://x"][..], "--stripe-url"),
+            (&["--read-timeout", "0s"][..], "--read-timeout"),
         ] {
             let e = serve(args).unwrap_err().to_string();
             assert!(e.contains(flag), "{args:?}: {e}");
@@ -725,6 +777,27 @@ mod tests {
     fn the_stripe_key_never_prints() {
         let s = serve(&["--payments", "stripe", "--stripe-key", "sk_live_secret"]).unwrap();
         assert!(!format!("{s:?}").contains("sk_live_secret"));
+    }
+
+    #[test]
+    fn a_refused_secret_is_not_quoted_in_the_error() {
+        let e = serve(&["--operator-token", "my secret pass phrase"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--operator-token"), "{e}");
+        assert!(e.contains("without spaces"), "{e}");
+        assert!(!e.contains("secret pass"), "{e}");
+        let e = serve(&["--operator-token", "short-secret"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 16"), "{e}");
+        assert!(!e.contains("short-secret"), "{e}");
+    }
+
+    #[test]
+    fn the_service_listens_on_loopback_unless_told_otherwise() {
+        assert!(serve(&[]).unwrap().listen.ip().is_loopback());
+        assert!(engine(&[]).unwrap().listen.ip().is_loopback());
     }
 
     #[test]

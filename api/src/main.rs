@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         }
     };
     let ran = match command {
-        Command::Serve(args) => runtime.block_on(api::startup::run(Settings::from(args))),
+        Command::Serve(args) => runtime.block_on(api::startup::run(Settings::from(*args))),
         Command::Engine(args) => {
             runtime.block_on(api::startup::run_engine(EngineSettings::from(args)))
         }

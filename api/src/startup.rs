@@ -103,6 +103,8 @@ pub struct Service {
     local_addr: SocketAddr,
     token: Token,
     router: axum::Router,
+    /// How long a client may take to send its headers (see `http::server::serve`).
+    read_timeout: Duration,
     workers: SagaWorkers,
     /// The embedded backend's engine, closed last.
     engine: Option<Engine>,
@@ -187,6 +189,7 @@ impl Service {
             local_addr,
             token,
             router,
+            read_timeout: settings.limits.read_timeout,
             workers,
             engine,
         })
@@ -210,14 +213,12 @@ impl Service {
         let Service {
             listener,
             router,
+            read_timeout,
             workers,
             engine,
             ..
         } = self;
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(StartupError::Serve);
+        http::server::serve(listener, router, read_timeout, shutdown).await;
         tracing::info!("HTTP server stopped; stopping the workers");
         workers.stop().await;
         if let Some(engine) = engine {
@@ -225,7 +226,7 @@ impl Service {
             tracing::info!("engine closed");
         }
         tracing::info!("bye");
-        served
+        Ok(())
     }
 }
 

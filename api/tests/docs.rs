@@ -1,6 +1,8 @@
-//! The README is the one place users read the saga's error names and sandbox values: it must
-//! name every one the code has.
+//! The README is the one place users read the saga's error names, sandbox values and settings:
+//! it must name every one the code has.
 
+use api::config::Cli;
+use clap::CommandFactory;
 use store::ErrorName;
 use store::sandbox::{
     PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, POSTAL_REJECTED,
@@ -38,4 +40,28 @@ fn the_readme_documents_every_sandbox_value() {
             "README lacks {value}"
         );
     }
+}
+
+#[test]
+fn the_readme_documents_every_setting_of_serve() {
+    let readme = readme();
+    let cli = Cli::command();
+    let serve = cli.find_subcommand("serve").expect("serve");
+    let mut checked = 0;
+    for arg in serve.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        if ["help", "version"].contains(&long) {
+            continue;
+        }
+        assert!(
+            readme.contains(&format!("`--{long}`")) || readme.contains(&format!("`--{long} ")),
+            "README lacks --{long}"
+        );
+        if let Some(env) = arg.get_env() {
+            let env = env.to_string_lossy();
+            assert!(readme.contains(&format!("`{env}`")), "README lacks {env}");
+        }
+        checked += 1;
+    }
+    assert!(checked > 15, "{checked} settings");
 }

@@ -151,8 +151,9 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
         let fields = r.invalid_fields();
         assert_eq!(fields, [pointer], "{pointer} = {value:?}: {}", r.text());
     }
-    // The one valid id among the bodies above was never stored.
+    // The one valid id among the bodies above was never stored, nor any other.
     assert!(app.stored("o-bad").await.is_none());
+    assert_eq!(app.footprint(), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -392,6 +393,33 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
         .unwrap();
     assert_eq!(status("o-31").await["payment"], Value::Null);
     assert_eq!(payments.finds(), 1);
+}
+
+/// A declined card or missing stock cancels an order before anything is charged: its status has
+/// no payment to look up, however often it is polled (and a provider refusing the lookup cannot
+/// fail it).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_status_of_an_order_cancelled_before_any_charge_asks_no_provider() {
+    let app = App::start().await;
+    app.stock("book", 5).await;
+    let mut declined = small("o-32", "book");
+    declined["paymentMethod"] = json!("pm_card_chargeDeclined");
+    app.post("/orders", &declined).await;
+    app.post("/orders", &small("o-33", "never-stocked")).await;
+    app.reaches("o-32", "CANCELLED").await;
+    app.reaches("o-33", "CANCELLED").await;
+
+    let payments = Arc::new(CountingLookups::new(app.state.payments.clone()));
+    let router = app.with_payments(payments.clone());
+    for id in ["o-32", "o-33", "o-32", "o-33"] {
+        let request = Request::get(format!("/orders/{id}/status"))
+            .body(Body::empty())
+            .unwrap();
+        let r = send(&router, request).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+        assert_eq!(r.json()["payment"], Value::Null);
+    }
+    assert_eq!(payments.finds(), 0, "no provider lookup");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -6,6 +6,7 @@
 //! from (`cargo test --release --workspace` builds it; so does `-p api -p tests`).
 
 pub mod aws;
+pub mod raw;
 
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{Value, json};

@@ -284,6 +284,7 @@ fn help_documents_every_setting_and_its_environment_variable() {
         ("--approval-heartbeat", "FULFILLMENT_APPROVAL_HEARTBEAT"),
         ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
         ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
+        ("--read-timeout", "FULFILLMENT_READ_TIMEOUT"),
         ("--log-format", "FULFILLMENT_LOG_FORMAT"),
         ("--table", "FULFILLMENT_TABLE"),
         ("--state-machine-arn", "FULFILLMENT_STATE_MACHINE_ARN"),

@@ -142,6 +142,7 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`) or its approval window ran out (`approval-expired`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),

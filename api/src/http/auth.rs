@@ -1,5 +1,7 @@
 //! Operator authentication: `Authorization: Bearer <token>` compared in constant time with the
-//! configured operator token, and the operator's name from `X-Operator`.
+//! configured operator token, and the operator's name from `X-Operator`. Nothing else a request
+//! carries (a query parameter, another scheme or header, anything a client holds such as its
+//! order id or execution ARN) authorises it: the order endpoints need no credential at all.
 
 use super::AppState;
 use super::problem::{FieldError, Problem, ProblemKind};
@@ -27,8 +29,14 @@ fn token_matches(presented: &[u8], token: &str) -> bool {
     !token.is_empty() && bool::from(a.ct_eq(&b))
 }
 
+/// The bearer credential of the request's one `Authorization` header. Two of them are no
+/// credential: which one counts would depend on the proxy in front (RFC 9110 allows only one).
 fn bearer(parts: &Parts) -> Option<&[u8]> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.as_bytes();
+    let mut values = parts.headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.as_bytes();
+    if values.next().is_some() {
+        return None;
+    }
     let (scheme, rest) = value.split_at_checked(7)?;
     scheme
         .eq_ignore_ascii_case(b"bearer ")

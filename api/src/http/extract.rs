@@ -8,12 +8,25 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::{StatusCode, header, request::Parts};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::time::Duration;
 
 /// A JSON request body, parsed but not yet validated.
 ///
 /// 415 unless the content type is `application/json` (or `application/*+json`), 413 above the
-/// body limit, 400 when it is not JSON.
+/// body limit (at once when `Content-Length` says so), 408 when it does not arrive within the
+/// [`BodyLimits`]' read timeout, 400 when it is not JSON.
 pub struct JsonBody(pub Value);
+
+/// What a request body is held to, as the router hands it to [`JsonBody`] (a request
+/// extension). The size is enforced while the body is read too (axum's `DefaultBodyLimit`); here
+/// it refuses a body announced too large before any of it is waited for. The read timeout is the
+/// body's own: the request timeout would cut a slow upload off too, but as the server's failure
+/// (503, retry), while a client that does not send what it announced is told 408.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    pub max_bytes: usize,
+    pub read_timeout: Duration,
+}
 
 fn is_json(content_type: &str) -> bool {
     let essence = content_type
@@ -41,17 +54,36 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 "the body must be JSON: send `Content-Type: application/json`",
             ));
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            match rejection.status() {
-                StatusCode::PAYLOAD_TOO_LARGE => Problem::new(
-                    ProblemKind::PayloadTooLarge,
-                    "the request body is larger than allowed",
-                ),
-                _ => Problem::new(
-                    ProblemKind::InvalidRequest,
-                    "the request body could not be read",
-                ),
-            }
+        let limits = req.extensions().get::<BodyLimits>().copied();
+        let announced = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let (Some(limits), Some(announced)) = (limits, announced)
+            && announced > limits.max_bytes as u64
+        {
+            return Err(too_large());
+        }
+        let deadline = limits.map(|l| l.read_timeout);
+        let read = Bytes::from_request(req, state);
+        let read = match deadline {
+            Some(deadline) => tokio::time::timeout(deadline, read).await.map_err(|_| {
+                Problem::new(
+                    ProblemKind::BodyTimeout,
+                    format!(
+                        "the request body did not arrive within {} s",
+                        deadline.as_secs_f64()
+                    ),
+                )
+            })?,
+            None => read.await,
+        };
+        let bytes = read.map_err(|rejection| match rejection.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => too_large(),
+            _ => Problem::new(
+                ProblemKind::InvalidRequest,
+                "the request body could not be read",
+            ),
         })?;
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
             Problem::new(
@@ -60,6 +92,13 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
             )
         })
     }
+}
+
+fn too_large() -> Problem {
+    Problem::new(
+        ProblemKind::PayloadTooLarge,
+        "the request body is larger than allowed",
+    )
 }
 
 /// The one path parameter of a route, as text (validated by the handler).

@@ -58,6 +58,7 @@ impl From<StockLevel> for Stock {
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An invalid SKU or count, listed in `errors`", body = Problem, content_type = "application/problem+json"),

@@ -10,15 +10,16 @@ pub mod metrics;
 pub mod openapi;
 pub mod orders;
 pub mod problem;
+pub mod server;
 pub mod validate;
 
 use crate::orders::OrderIntake;
-use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use problem::{Problem, ProblemKind};
 use std::any::Any;
 use std::sync::Arc;
@@ -62,8 +63,11 @@ impl std::fmt::Debug for OperatorToken {
 pub struct HttpLimits {
     /// The largest request body accepted (413 above).
     pub max_body_bytes: usize,
-    /// How long a request may take before it is answered 408/503.
+    /// How long a request may take before it is answered 503.
     pub request_timeout: Duration,
+    /// How long a client may take to send a request's headers (then the connection is closed;
+    /// see [`server::serve`]) and, once they are in, its body (then it is answered 408).
+    pub read_timeout: Duration,
 }
 
 impl Default for HttpLimits {
@@ -71,6 +75,7 @@ impl Default for HttpLimits {
         HttpLimits {
             max_body_bytes: 64 * 1024,
             request_timeout: Duration::from_secs(30),
+            read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -96,7 +101,7 @@ pub struct AppState {
 pub const REQUEST_ID: &str = "x-request-id";
 
 /// The service's routes with their middleware: request ids, tracing, metrics, problem+json for
-/// every error, body limit, timeout and panic recovery.
+/// every error, body limit and read deadline, timeout and panic recovery.
 pub fn router(state: AppState) -> Router {
     let limits = state.limits.clone();
     let metrics = state.metrics.clone();
@@ -122,6 +127,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(unknown_route)
         .with_state(state)
         .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(Extension(extract::BodyLimits {
+            max_bytes: limits.max_body_bytes,
+            read_timeout: limits.read_timeout,
+        }))
         .layer(
             ServiceBuilder::new()
                 .layer(SetSensitiveRequestHeadersLayer::new([

@@ -330,6 +330,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
             )),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "An order with this id and another body exists (`order-conflict`)", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
@@ -387,7 +388,11 @@ async fn execution_status(state: &AppState, arn: Option<&str>) -> Result<Option<
 
 /// The order's charge, from the order itself: statuses are polled often and for days, and the
 /// provider's lookup is rate-limited and lags (Stripe's search). Only an order charged before
-/// the charge time was recorded (past `CHARGED` without `charged_at`) asks the provider.
+/// the charge time was recorded asks the provider: one with a charge id but no `charged_at`, or
+/// one past `CHARGED` on the forward path with neither. A compensated order without a charge id
+/// has none to show (declined, out of stock, or a charge step that never answered, whose charge
+/// the refund looked up itself), and asking for it on every poll would spend the provider's
+/// quota or, when the provider refuses the lookup, fail the status with a 500.
 async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>, GatewayError> {
     if let (Some(charge_id), Some(charged_at)) = (&order.charge_id, order.charged_at) {
         // The charge step charges exactly the order's amount in its currency.
@@ -398,7 +403,9 @@ async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>,
             created_at: charged_at,
         }));
     }
-    if order.status.rank() < OrderStatus::Charged.rank() {
+    let charged_before_charge_times = order.charge_id.is_some()
+        || (order.status.rank() >= OrderStatus::Charged.rank() && !order.status.is_compensation());
+    if !charged_before_charge_times {
         return Ok(None);
     }
     let charge = state.payments.find_charge(order.id()).await?;

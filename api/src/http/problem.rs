@@ -29,6 +29,7 @@ pub enum ProblemKind {
     MethodNotAllowed,
     PayloadTooLarge,
     UnsupportedMediaType,
+    BodyTimeout,
     OrderConflict,
     ApprovalConflict,
     NotAwaitingApproval,
@@ -40,7 +41,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 18] = [
+    pub const ALL: [ProblemKind; 19] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
@@ -51,6 +52,7 @@ impl ProblemKind {
         ProblemKind::MethodNotAllowed,
         ProblemKind::PayloadTooLarge,
         ProblemKind::UnsupportedMediaType,
+        ProblemKind::BodyTimeout,
         ProblemKind::OrderConflict,
         ProblemKind::ApprovalConflict,
         ProblemKind::NotAwaitingApproval,
@@ -73,6 +75,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "method-not-allowed",
             ProblemKind::PayloadTooLarge => "payload-too-large",
             ProblemKind::UnsupportedMediaType => "unsupported-media-type",
+            ProblemKind::BodyTimeout => "body-timeout",
             ProblemKind::OrderConflict => "order-conflict",
             ProblemKind::ApprovalConflict => "approval-conflict",
             ProblemKind::NotAwaitingApproval => "not-awaiting-approval",
@@ -96,6 +99,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => "Method not allowed",
             ProblemKind::PayloadTooLarge => "Request body too large",
             ProblemKind::UnsupportedMediaType => "Unsupported media type",
+            ProblemKind::BodyTimeout => "Request body not received in time",
             ProblemKind::OrderConflict => "Order exists with a different body",
             ProblemKind::ApprovalConflict => "Another decision was made",
             ProblemKind::NotAwaitingApproval => "Order is not awaiting approval",
@@ -118,6 +122,7 @@ impl ProblemKind {
             ProblemKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProblemKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ProblemKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ProblemKind::OrderConflict
             | ProblemKind::ApprovalConflict
             | ProblemKind::NotAwaitingApproval
@@ -143,8 +148,9 @@ impl ProblemKind {
             StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemKind::UnsupportedMediaType,
             StatusCode::UNPROCESSABLE_ENTITY => ProblemKind::ValidationFailed,
+            StatusCode::REQUEST_TIMEOUT => ProblemKind::BodyTimeout,
             // Handlers answer 503 with a problem; a bare one is the timeout layer's.
-            StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => ProblemKind::Timeout,
+            StatusCode::SERVICE_UNAVAILABLE => ProblemKind::Timeout,
             StatusCode::INTERNAL_SERVER_ERROR => ProblemKind::Internal,
             _ => return None,
         })
@@ -272,6 +278,11 @@ impl Problem {
         if let Some(secs) = self.retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        // The rest of a body that came too slowly is not waited for: the connection ends here
+        // (RFC 9110 §15.5.9).
+        if self.status == StatusCode::REQUEST_TIMEOUT.as_u16() {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.challenge {
             headers.insert(
                 header::WWW_AUTHENTICATE,
@@ -312,6 +323,7 @@ pub async fn render_problems(request: Request, next: Next) -> Response {
         Some(ProblemKind::MethodNotAllowed) => "this method is not allowed on this resource",
         Some(ProblemKind::PayloadTooLarge) => "the request body is larger than allowed",
         Some(ProblemKind::Timeout) => "the request took too long",
+        Some(ProblemKind::BodyTimeout) => "the request body did not arrive in time",
         Some(ProblemKind::NotFound) => "no such resource",
         _ => "the request failed",
     };

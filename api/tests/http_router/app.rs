@@ -21,7 +21,7 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 pub struct App {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     pub router: Router,
     pub state: AppState,
     _workers: SagaWorkers,
@@ -138,7 +138,7 @@ impl App {
             metrics: Metrics::new(),
         };
         App {
-            _dir: dir,
+            dir,
             router: router(state.clone()),
             state,
             _workers: workers,
@@ -232,6 +232,24 @@ impl App {
             )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+
+    /// How many orders the store holds and how many executions the engine has, read from
+    /// their SQLite files: what a refused request must leave as it was.
+    pub fn footprint(&self) -> (u64, u64) {
+        let count = |file: &str, table: &str| -> u64 {
+            let conn = rusqlite::Connection::open_with_flags(
+                self.dir.path().join(file),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap();
+            conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        (
+            count("store.db", "orders"),
+            count("engine.db", "executions"),
+        )
     }
 
     /// The stored order, if any.

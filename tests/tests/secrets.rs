@@ -1,0 +1,193 @@
+//! No secret leaves the service: the real binary, configured with an operator token and a
+//! payment provider's key, logging everything (`RUST_LOG=trace`, JSON), is driven through failed
+//! authentication, provider errors and a provider that refuses (and quotes back) a wrong key;
+//! neither secret, nor the wrong token a caller tried, appears in its output, in any answer or
+//! in `/metrics`. `--help` and a refused setting do not show them either.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
+use tests::{DEADLINE, Db, Reply, Server, TOKEN, binary, order, serve_command};
+
+/// What a caller guessing at the operator token sends.
+const WRONG_TOKEN: &str = "guessed-operator-token-9d8c7b6a";
+/// A key the provider does not know: it answers 401 quoting it.
+const WRONG_KEY: &str = "sk_test_wrong_key_5f4e3d2c1b0a";
+const SECRETS: [&str; 4] = [TOKEN, SECRET_KEY, WRONG_TOKEN, WRONG_KEY];
+
+/// The service paying through `stripe` with `key`, its secrets in the environment (as a
+/// deployment passes them), logging at the most verbose level.
+fn start(db: &Db, stripe: &FakeStripe, key: &str) -> Server {
+    let mut cmd = serve_command(db);
+    cmd.args(["--payments", "stripe", "--stripe-url", &stripe.base_url])
+        .args(["--log-format", "json"])
+        .env("FULFILLMENT_OPERATOR_TOKEN", TOKEN)
+        .env("FULFILLMENT_STRIPE_KEY", key)
+        .env("RUST_LOG", "trace");
+    Server::spawn(cmd)
+}
+
+/// Polls the order's status until `done`; the last status body.
+async fn until(server: &Server, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Reply {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let r = server
+            .request(Method::GET, &format!("/orders/{id}/status"), None)
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        if done(&r.json()) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{id} never {what}: {}", r.text);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
+    let stripe = FakeStripe::start().await;
+    let (db, wrong_db) = (Db::new(), Db::new());
+    let server = start(&db, &stripe, SECRET_KEY);
+    let misconfigured = start(&wrong_db, &stripe, WRONG_KEY);
+    let mut answers: Vec<String> = Vec::new();
+
+    // Operator endpoints tried with the wrong token, every way a caller might send it.
+    for (method, path) in [
+        (Method::GET, "/approvals"),
+        (Method::PUT, "/inventory/book"),
+        (Method::POST, "/orders/o-1/approval"),
+    ] {
+        for authorization in [
+            format!("Bearer {WRONG_TOKEN}"),
+            format!("Basic {WRONG_TOKEN}"),
+            WRONG_TOKEN.to_owned(),
+        ] {
+            let response = server
+                .client
+                .request(method.clone(), server.url(path))
+                .header("authorization", authorization)
+                .json(&json!({ "available": 1, "decision": "approve" }))
+                .send()
+                .await
+                .expect("an answer");
+            let r = Reply::read(response).await;
+            assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{method} {path}");
+            answers.push(r.text);
+        }
+    }
+    let r = server
+        .request(
+            Method::GET,
+            &format!("/approvals?token={WRONG_TOKEN}&access_token={WRONG_TOKEN}"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    answers.push(r.text);
+
+    // A charge, a declined card, and an outage the charge step retries through.
+    server.stock("book", 10).await;
+    misconfigured.stock("book", 10).await;
+    for (id, method) in [("paid", "pm_card_visa"), ("declined", PM_DECLINED)] {
+        let placed = server.place(&order(id, "book", 1, 1_500, method)).await;
+        assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+        answers.push(placed.text);
+    }
+    answers.push(server.reaches("paid", "COMPLETED").await.to_string());
+    answers.push(server.reaches("declined", "CANCELLED").await.to_string());
+    stripe.fail_next(2);
+    server
+        .place(&order("outage", "book", 1, 1_500, "pm_card_visa"))
+        .await;
+    answers.push(server.reaches("outage", "COMPLETED").await.to_string());
+
+    // The provider refuses the misconfigured service's key, quoting it back.
+    misconfigured
+        .place(&order("wrong-key", "book", 1, 1_500, "pm_card_visa"))
+        .await;
+    let failed = until(&misconfigured, "wrong-key", "failed", |s| {
+        s["failure"].is_object()
+    })
+    .await;
+    // The refusal, with the key it quoted replaced, is the order's failure.
+    assert!(
+        failed
+            .text
+            .contains("Invalid API Key provided: Bearer <redacted>"),
+        "{}",
+        failed.text
+    );
+    answers.push(failed.text);
+
+    for (s, id) in [
+        (&server, "paid"),
+        (&server, "declined"),
+        (&server, "outage"),
+        (&misconfigured, "wrong-key"),
+    ] {
+        let history = s
+            .request(
+                Method::GET,
+                &format!("/orders/{id}/history?maxResults=1000"),
+                None,
+            )
+            .await;
+        assert_eq!(history.status, StatusCode::OK, "{}", history.text);
+        answers.push(history.text);
+        let metrics = s.request(Method::GET, "/metrics", None).await;
+        answers.push(metrics.text);
+    }
+
+    let mut output = Vec::new();
+    for s in [server.stop(), misconfigured.stop()] {
+        output.push(s.stdout.text());
+        output.push(s.stderr.text());
+    }
+    let logs = output.join("\n");
+    // The logs are the most verbose there are, and saw the provider's refusal and outage.
+    assert!(logs.contains("\"level\":\"TRACE\""), "not trace logs");
+    for error in ["Payment.Declined", "Payment.Unavailable"] {
+        assert!(
+            logs.contains(&format!("\"error\":\"{error}\"")),
+            "{error} not logged"
+        );
+    }
+    for secret in SECRETS {
+        assert!(!logs.contains(secret), "{secret} is in the logs");
+        for answer in &answers {
+            assert!(
+                !answer.contains(secret),
+                "{secret} is in an answer: {answer}"
+            );
+        }
+    }
+}
+
+#[test]
+fn help_and_refused_settings_never_show_a_secret_from_the_environment() {
+    let help = std::process::Command::new(binary())
+        .args(["serve", "--help"])
+        .env("FULFILLMENT_OPERATOR_TOKEN", TOKEN)
+        .env("FULFILLMENT_STRIPE_KEY", SECRET_KEY)
+        .output()
+        .expect("the binary runs");
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("FULFILLMENT_OPERATOR_TOKEN") && text.contains("FULFILLMENT_STRIPE_KEY"));
+    assert!(
+        !text.contains(TOKEN) && !text.contains(SECRET_KEY),
+        "{text}"
+    );
+
+    // A token the service refuses (it has a space) is still someone's secret.
+    let db = Db::new();
+    let refused = serve_command(&db)
+        .env("FULFILLMENT_OPERATOR_TOKEN", "correct horse battery staple")
+        .output()
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--operator-token"), "{stderr}");
+    assert!(!stderr.contains("horse battery"), "{stderr}");
+}
