@@ -1,0 +1,122 @@
+//! `fulfillment audit` against the real binary on the embedded backend: beside the running
+//! service, it finds nothing wrong in a store the saga kept (an order still awaiting a decision
+//! included), and names each thing tampered with (straight in the SQLite files, as a bug or a
+//! hand could).
+
+use reqwest::StatusCode;
+use tests::{Audit, Db, Server, audit_command, order};
+
+/// Runs the saga's paths to their ends: a small order, a large one approved, a declined card
+/// and a large one rejected (charged, then refunded); and one more large order left waiting
+/// for a decision (its token parked, its execution running).
+async fn run_the_saga(server: &Server) {
+    server.stock("audit-book", 10).await;
+    server.stock("audit-piano", 3).await;
+    for placed in [
+        order("audit-small", "audit-book", 2, 1_500, "pm_card_visa"),
+        order("audit-large", "audit-piano", 1, 450_000, "pm_card_visa"),
+        order(
+            "audit-declined",
+            "audit-book",
+            1,
+            1_500,
+            "pm_card_chargeDeclined",
+        ),
+        order("audit-rejected", "audit-piano", 1, 450_000, "pm_card_visa"),
+        order("audit-parked", "audit-piano", 1, 450_000, "pm_card_visa"),
+    ] {
+        let r = server.place(&placed).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
+    }
+    for (id, decision) in [("audit-large", "approve"), ("audit-rejected", "reject")] {
+        server.reaches(id, "AWAITING_APPROVAL").await;
+        let r = server.decide(id, decision).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    }
+    server.ends("audit-small", "COMPLETED", "SUCCEEDED").await;
+    server.ends("audit-large", "COMPLETED", "SUCCEEDED").await;
+    server.ends("audit-declined", "CANCELLED", "FAILED").await;
+    server.ends("audit-rejected", "CANCELLED", "FAILED").await;
+    server.reaches("audit-parked", "AWAITING_APPROVAL").await;
+}
+
+/// What a bug or a hand could do to the files, one thing per invariant.
+fn tamper(db: &Db) {
+    let conn = rusqlite::Connection::open(db.path()).expect("open the store");
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("busy timeout");
+    conn.execute_batch(
+        "UPDATE stock SET available = available + 3 WHERE sku = 'audit-book';
+         DELETE FROM sandbox_refunds WHERE order_id = 'audit-rejected';
+         INSERT INTO sandbox_charges (idempotency_key, charge_id, order_id, amount_cents, \
+             currency, payment_method, created_at) \
+             VALUES ('manual:audit-small', 'ch_second', 'audit-small', 3000, 'EUR', \
+             'pm_card_visa', '2025-01-01T00:00:00.000000000Z');
+         UPDATE orders SET status = 'CHARGED', \
+             execution_arn = 'arn:aws:states:us-east-1:123456789012:execution:nowhere:audit-large' \
+             WHERE order_id = 'audit-large';
+         UPDATE orders SET approval_task_token = 'a-token-no-task-has' \
+             WHERE order_id = 'audit-parked';",
+    )
+    .expect("tamper");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_passes_a_kept_store_and_names_everything_tampered_with() {
+    let db = Db::new();
+    let server = Server::start(&db);
+    run_the_saga(&server).await;
+
+    let clean = Audit::run(audit_command(&db));
+    assert_eq!(clean.code, Some(0), "{clean:?}");
+    assert_eq!(
+        clean.stdout, "audit: 5 orders, 2 SKUs, 4 charges, 0 violations\n",
+        "only the summary on stdout (logs go to stderr): {clean:?}"
+    );
+
+    tamper(&db);
+    let tampered = Audit::run(audit_command(&db));
+    assert_eq!(tampered.code, Some(1), "{tampered:?}");
+    assert_eq!(
+        tampered.summary(),
+        "audit: 5 orders, 2 SKUs, 5 charges, 5 violations",
+        "{tampered:?}"
+    );
+    let violations = tampered.violations();
+    assert_eq!(violations.len(), 5, "{violations:#?}");
+    for (subject, says) in [
+        ("order audit-large", "CHARGED but its execution"),
+        (
+            "order audit-parked",
+            "parked approval token is not an open task",
+        ),
+        ("order audit-rejected", "CANCELLED but its charge"),
+        ("order audit-small", "charged 2 times at the provider"),
+        ("sku audit-book", "but 10 were stocked"),
+    ] {
+        let prefix = format!("violation: {subject}: ");
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.starts_with(&prefix) && v.contains(says)),
+            "no {subject} line saying {says:?}: {violations:#?}"
+        );
+    }
+    assert_eq!(
+        tampered.stdout.lines().count(),
+        6,
+        "violations and the summary only: {}",
+        tampered.stdout
+    );
+    server.stop();
+}
+
+#[test]
+fn an_audit_of_a_store_that_is_not_there_is_a_wrong_setting() {
+    let db = Db::new();
+    let audit = Audit::run(audit_command(&db));
+    assert_eq!(audit.code, Some(2), "{audit:?}");
+    assert!(audit.stderr.contains("--db"), "{audit:?}");
+    assert_eq!(audit.stdout, "");
+    assert!(!db.path().exists(), "nothing was created");
+}
