@@ -114,7 +114,10 @@ fn the_audit_may_read_and_heartbeat_and_nothing_more() {
     ] {
         assert!(!block.contains(write), "{write} in {block}");
     }
-    assert!(DEPLOY.contains("Value: !Ref AuditPolicy\n"), "an output names it");
+    assert!(
+        DEPLOY.contains("Value: !Ref AuditPolicy\n"),
+        "an output names it"
+    );
 }
 
 #[test]

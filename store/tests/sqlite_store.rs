@@ -113,7 +113,7 @@ async fn a_read_only_store_reads_beside_the_writer_and_writes_nothing() {
         .unwrap();
     assert_eq!(reader.get(&id).await.unwrap(), Some(moved.clone()));
     let listed = reader.list_orders(None, 10).await.unwrap();
-    assert_eq!(listed.items, [moved.clone()]);
+    assert_eq!(listed.items, std::slice::from_ref(&moved));
     // A write through it is refused by SQLite, and changes nothing.
     let refused = reader.advance(&id, OrderStatus::Charged, None).await;
     assert!(refused.is_err(), "{refused:?}");
@@ -134,4 +134,22 @@ fn a_read_only_store_needs_an_existing_file_of_this_schema_version() {
     let err = SqliteStore::open_read_only(&old).unwrap_err().to_string();
     assert!(err.contains("schema version 1"), "{err}");
     assert!(err.contains("migrate"), "{err}");
+}
+
+/// The service stopped: its last connection closed and checkpointed the WAL away. The audit
+/// still reads the file, read-only.
+#[tokio::test]
+async fn a_read_only_store_reads_a_file_no_one_has_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let id = order_id("closed");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.create(new_order(&id)).await.unwrap();
+    }
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(
+        reader.get(&id).await.unwrap().map(|o| o.status),
+        Some(OrderStatus::Accepted)
+    );
 }

@@ -179,11 +179,11 @@ fn collect(
         for line in BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
             into.push(&line);
-            if let Some((prefix, tx)) = &announce {
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    let _ = tx.send(rest.trim().to_owned());
-                    announce = None;
-                }
+            if let Some((prefix, tx)) = &announce
+                && let Some(rest) = line.strip_prefix(prefix)
+            {
+                let _ = tx.send(rest.trim().to_owned());
+                announce = None;
             }
         }
     });

@@ -513,7 +513,10 @@ mod tests {
     fn a_completed_order_keeps_a_whole_unrefunded_charge() {
         let orders = [view("o-1", OrderStatus::Completed)];
         let c = charged("ch_a", "o-1", 1500);
-        assert_eq!(charges_match_orders(&orders, &[c.clone()], &[]), []);
+        assert_eq!(
+            charges_match_orders(&orders, std::slice::from_ref(&c), &[]),
+            []
+        );
         assert_eq!(
             subjects(&charges_match_orders(&orders, &[], &[])),
             ["order o-1"],
@@ -522,7 +525,11 @@ mod tests {
         let short = charged("ch_a", "o-1", 1400);
         let found = charges_match_orders(&orders, &[short], &[]);
         assert!(found[0].what.contains("1400"), "{found:?}");
-        let found = charges_match_orders(&orders, &[c.clone()], &[refund("re_1", &c, 1500)]);
+        let found = charges_match_orders(
+            &orders,
+            std::slice::from_ref(&c),
+            &[refund("re_1", &c, 1500)],
+        );
         assert_eq!(subjects(&found), ["order o-1"]);
         assert!(found[0].what.contains("refunded"), "{found:?}");
     }
@@ -533,14 +540,22 @@ mod tests {
             let orders = [view("o-1", status)];
             let c = charged("ch_a", "o-1", 1500);
             assert_eq!(
-                charges_match_orders(&orders, &[c.clone()], &[refund("re_1", &c, 1500)]),
+                charges_match_orders(
+                    &orders,
+                    std::slice::from_ref(&c),
+                    &[refund("re_1", &c, 1500)]
+                ),
                 []
             );
             assert_eq!(charges_match_orders(&orders, &[], &[]), [], "never charged");
-            let found = charges_match_orders(&orders, &[c.clone()], &[]);
+            let found = charges_match_orders(&orders, std::slice::from_ref(&c), &[]);
             assert_eq!(subjects(&found), ["order o-1"]);
             assert!(found[0].what.contains("not refunded"), "{found:?}");
-            let found = charges_match_orders(&orders, &[c.clone()], &[refund("re_1", &c, 500)]);
+            let found = charges_match_orders(
+                &orders,
+                std::slice::from_ref(&c),
+                &[refund("re_1", &c, 500)],
+            );
             assert!(found[0].what.contains("500 of 1500"), "{found:?}");
         }
     }
@@ -564,13 +579,13 @@ mod tests {
     fn a_refund_needs_its_charge_and_gives_back_no_more_than_it() {
         let c = charged("ch_a", "o-1", 1500);
         assert_eq!(
-            refunds_have_charges(&[c.clone()], &[refund("re_1", &c, 1500)]),
+            refunds_have_charges(std::slice::from_ref(&c), &[refund("re_1", &c, 1500)]),
             []
         );
         let found = refunds_have_charges(&[], &[refund("re_1", &c, 1500)]);
         assert_eq!(subjects(&found), ["refund re_1"]);
         let found = refunds_have_charges(
-            &[c.clone()],
+            std::slice::from_ref(&c),
             &[refund("re_1", &c, 1500), refund("re_2", &c, 100)],
         );
         assert_eq!(subjects(&found), ["charge ch_a"]);
@@ -652,7 +667,7 @@ mod tests {
             []
         );
         executions.insert(arn.clone(), Some("FAILED".to_owned()));
-        let found = orders_have_running_executions(&[running.clone()], &executions);
+        let found = orders_have_running_executions(std::slice::from_ref(&running), &executions);
         assert!(found[0].what.contains("is FAILED"), "{found:?}");
         executions.insert(arn, None);
         let found = orders_have_running_executions(&[running], &executions);

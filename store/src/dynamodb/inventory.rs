@@ -402,3 +402,71 @@ impl InventoryRepository for DynamoStore {
         Ok(Page { items, next })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamodb::tests::mock_store;
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+    use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+    use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
+    use aws_smithy_mocks::mock;
+
+    fn stock_item(available: u64, reserved: u64, shipped: u64, stocked: u64) -> Item {
+        HashMap::from([
+            (PARTITION_KEY.to_owned(), s("STOCK#book")),
+            ("sku".to_owned(), s("book")),
+            ("available".to_owned(), n(available)),
+            ("reserved".to_owned(), n(reserved)),
+            ("shipped".to_owned(), n(shipped)),
+            ("stocked".to_owned(), n(stocked)),
+        ])
+    }
+
+    /// A reservation lands between the count's read and its write: the write is refused on the
+    /// `reserved` it read, and the count is made again on what is there now.
+    #[tokio::test]
+    async fn a_count_raced_by_a_reservation_is_made_again_on_the_new_counts() {
+        let read = |item: Item| {
+            mock!(Client::get_item).then_output(move || {
+                GetItemOutput::builder()
+                    .set_item(Some(item.clone()))
+                    .build()
+            })
+        };
+        let first_read = read(stock_item(5, 1, 0, 6));
+        let refused = mock!(Client::update_item)
+            .match_requests(|r| {
+                r.expression_attribute_values()
+                    .and_then(|v| v.get(":reserved"))
+                    == Some(&n(1))
+            })
+            .then_error(|| {
+                UpdateItemError::ConditionalCheckFailedException(
+                    ConditionalCheckFailedException::builder()
+                        .item(PARTITION_KEY, s("STOCK#book"))
+                        .build(),
+                )
+            });
+        let second_read = read(stock_item(4, 2, 0, 6));
+        let written = mock!(Client::update_item)
+            .match_requests(|r| {
+                let values = r.expression_attribute_values();
+                values.and_then(|v| v.get(":reserved")) == Some(&n(2))
+                    && values.and_then(|v| v.get(":stocked")) == Some(&n(12))
+            })
+            .then_output(|| {
+                UpdateItemOutput::builder()
+                    .set_attributes(Some(stock_item(10, 2, 0, 12)))
+                    .build()
+            });
+        let store = mock_store(&[&first_read, &refused, &second_read, &written]);
+        let level = store.set_available("book", 10).await.expect("counted");
+        assert_eq!(
+            (level.available, level.reserved, level.stocked),
+            (10, 2, Some(12))
+        );
+        assert_eq!(written.num_calls(), 1);
+    }
+}
