@@ -23,7 +23,8 @@ use store::stripe::{SecretKey, StripeConfig};
     propagate_version = true,
     after_help = "Every setting of `serve` can also come from a FULFILLMENT_* environment variable \
                   (FULFILLMENT_LISTEN, FULFILLMENT_DB, FULFILLMENT_OPERATOR_TOKEN, …); flags win. \
-                  See `fulfillment serve --help` and `fulfillment engine --help`. Log level: RUST_LOG (default info)."
+                  See `fulfillment serve --help`, `fulfillment audit --help` and `fulfillment engine --help`. \
+                  Log level: RUST_LOG (default info)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -65,6 +66,26 @@ pub enum Command {
     /// the same; a changed definition updates the state machine (running executions keep the
     /// version they started with).
     Provision(ProvisionArgs),
+
+    /// Check a store for invariant violations and print them; read-only, safe while the
+    /// service runs (against its store, engine and payment provider).
+    ///
+    /// Takes the backend, store and payment settings of `serve`. Checks: every charge at the
+    /// provider belongs to an order, once, and matches its end (a COMPLETED order's charge is
+    /// whole and not refunded, a CANCELLED or COMPENSATION_FAILED order's is refunded in full);
+    /// no refund without its charge, nor more than it; each SKU's counts agree with the
+    /// reservations and add up to what was stocked (available + reserved + shipped = stocked);
+    /// a COMPLETED order's reservation shipped, a CANCELLED one's holds nothing; every order is
+    /// finished or has a RUNNING execution; every parked approval token is an open task of a
+    /// running execution (on AWS this is asked with SendTaskHeartbeat, as the service's keeper
+    /// does every few minutes: the audit's one write). A suspected violation is checked once
+    /// more, a moment later, before it is reported (an order in flight moves between reads).
+    ///
+    /// Prints one line per violation, `violation: <subject>: <what is wrong>`, then
+    /// `audit: N orders, S SKUs, C charges, V violations`. Logs go to stderr. Exit status: 0
+    /// without violations, 1 with some, 2 when the settings are wrong, 3 when the audit could
+    /// not finish (a backend it cannot reach).
+    Audit(AuditArgs),
 }
 
 #[derive(Debug, Args)]
@@ -230,13 +251,9 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where the saga's state lives and who charges: the settings `serve` and `audit` share.
 #[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// The address the HTTP API listens on (port 0 picks a free port; the address bound is
-    /// printed as `listening on http://ADDR`).
-    #[arg(long, env = "FULFILLMENT_LISTEN", default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-
+pub struct BackendArgs {
     /// The store's SQLite file (embedded backend); the engine's state is kept beside it.
     #[arg(long, env = "FULFILLMENT_DB", default_value = "./fulfillment.db")]
     pub db: PathBuf,
@@ -281,6 +298,21 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub stripe_timeout: Duration,
+
+    /// Log format; the level comes from RUST_LOG (default `info`).
+    #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The address the HTTP API listens on (port 0 picks a free port; the address bound is
+    /// printed as `listening on http://ADDR`).
+    #[arg(long, env = "FULFILLMENT_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    #[command(flatten)]
+    pub backend: BackendArgs,
 
     /// The bearer token operator endpoints require (approvals, inventory): at least 16
     /// printable characters, no spaces. When none is given, one is generated at start-up and
@@ -355,10 +387,12 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub read_timeout: Duration,
+}
 
-    /// Log format; the level comes from RUST_LOG (default `info`).
-    #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
 }
 
 /// A value parser for a secret: a value it refuses is not quoted in the error (clap quotes the
@@ -463,11 +497,10 @@ fn parse_duration(raw: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Everything `serve` runs with.
+/// Where the state lives and who charges, resolved: what `serve` and `audit` share.
 #[derive(Debug, Clone)]
-pub struct Settings {
-    pub listen: SocketAddr,
-    pub backend: Backend,
+pub struct BackendSettings {
+    pub kind: Backend,
     pub aws: AwsSettings,
     /// Required with the AWS backend (checked at start-up).
     pub state_machine_arn: Option<String>,
@@ -475,15 +508,10 @@ pub struct Settings {
     pub payments: Option<PaymentsSettings>,
     pub store_path: PathBuf,
     pub engine_path: PathBuf,
-    /// `None`: generate one at start-up.
-    pub operator_token: Option<OperatorToken>,
-    pub saga: SagaSettings,
-    pub limits: HttpLimits,
-    pub log_format: LogFormat,
 }
 
-impl From<ServeArgs> for Settings {
-    fn from(a: ServeArgs) -> Self {
+impl From<BackendArgs> for BackendSettings {
+    fn from(a: BackendArgs) -> Self {
         let payments = a.payments.map(|kind| match kind {
             PaymentsKind::Sandbox => PaymentsSettings::Sandbox,
             PaymentsKind::Stripe => PaymentsSettings::Stripe(StripeConfig {
@@ -493,14 +521,51 @@ impl From<ServeArgs> for Settings {
                 timeout: a.stripe_timeout,
             }),
         });
-        Settings {
-            listen: a.listen,
-            backend: a.backend,
+        BackendSettings {
+            kind: a.backend,
             aws: a.aws.into(),
             state_machine_arn: a.state_machine_arn,
             payments,
             engine_path: engine_path(&a.db),
             store_path: a.db,
+        }
+    }
+}
+
+/// Everything `serve` runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub backend: BackendSettings,
+    /// `None`: generate one at start-up.
+    pub operator_token: Option<OperatorToken>,
+    pub saga: SagaSettings,
+    pub limits: HttpLimits,
+    pub log_format: LogFormat,
+}
+
+/// Everything `audit` runs with.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    pub backend: BackendSettings,
+    pub log_format: LogFormat,
+}
+
+impl From<AuditArgs> for AuditSettings {
+    fn from(a: AuditArgs) -> Self {
+        AuditSettings {
+            log_format: a.backend.log_format,
+            backend: a.backend.into(),
+        }
+    }
+}
+
+impl From<ServeArgs> for Settings {
+    fn from(a: ServeArgs) -> Self {
+        Settings {
+            listen: a.listen,
+            log_format: a.backend.log_format,
+            backend: a.backend.into(),
             operator_token: a.operator_token,
             saga: SagaSettings {
                 approval_threshold_cents: a.approval_threshold_cents,
@@ -512,7 +577,6 @@ impl From<ServeArgs> for Settings {
                 request_timeout: a.request_timeout,
                 read_timeout: a.read_timeout,
             },
-            log_format: a.log_format,
         }
     }
 }
@@ -604,9 +668,12 @@ mod tests {
     fn defaults_are_the_documented_ones() {
         let s = serve(&[]).unwrap();
         assert_eq!(s.listen, "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(s.backend, Backend::Embedded);
-        assert_eq!(s.store_path, PathBuf::from("./fulfillment.db"));
-        assert_eq!(s.engine_path, PathBuf::from("./fulfillment.engine.db"));
+        assert_eq!(s.backend.kind, Backend::Embedded);
+        assert_eq!(s.backend.store_path, PathBuf::from("./fulfillment.db"));
+        assert_eq!(
+            s.backend.engine_path,
+            PathBuf::from("./fulfillment.engine.db")
+        );
         assert!(s.operator_token.is_none());
         assert_eq!(s.saga.approval_threshold_cents, 100_000);
         assert_eq!(s.saga.approval_timeout, Duration::from_secs(3 * 24 * 3600));
@@ -645,9 +712,9 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.listen, "0.0.0.0:0".parse().unwrap());
-        assert_eq!(s.backend, Backend::Aws);
+        assert_eq!(s.backend.kind, Backend::Aws);
         assert_eq!(
-            s.engine_path,
+            s.backend.engine_path,
             PathBuf::from("/var/lib/f/state.sqlite.engine")
         );
         assert_eq!(s.operator_token.unwrap().expose(), "0123456789abcdef-token");
@@ -726,7 +793,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            s.aws,
+            s.backend.aws,
             AwsSettings {
                 region: Some("eu-west-1".to_owned()),
                 profile: Some("prod".to_owned()),
@@ -734,8 +801,8 @@ mod tests {
                 table: "orders-prod".to_owned(),
             }
         );
-        assert_eq!(s.state_machine_arn.as_deref(), Some(arn));
-        let Some(PaymentsSettings::Stripe(stripe)) = s.payments else {
+        assert_eq!(s.backend.state_machine_arn.as_deref(), Some(arn));
+        let Some(PaymentsSettings::Stripe(stripe)) = s.backend.payments else {
             panic!("stripe chosen");
         };
         assert_eq!(stripe.base_url, "http://127.0.0.1:12111");
@@ -746,10 +813,10 @@ mod tests {
     #[test]
     fn payments_are_unchosen_by_default_and_the_table_is_fulfillment() {
         let s = serve(&[]).unwrap();
-        assert!(s.payments.is_none());
-        assert!(s.state_machine_arn.is_none());
-        assert_eq!(s.aws.table, "fulfillment");
-        assert_eq!(s.aws.endpoint_url, None);
+        assert!(s.backend.payments.is_none());
+        assert!(s.backend.state_machine_arn.is_none());
+        assert_eq!(s.backend.aws.table, "fulfillment");
+        assert_eq!(s.backend.aws.endpoint_url, None);
     }
 
     #[test]
@@ -771,6 +838,50 @@ mod tests {
         assert_eq!(p.role_arn, "arn:aws:iam::123456789012:role/fulfillment-sfn");
         let missing = Cli::try_parse_from(["fulfillment", "provision"]).unwrap_err();
         assert!(missing.to_string().contains("--state-machine-role-arn"));
+    }
+
+    fn audit(args: &[&str]) -> Result<AuditSettings, clap::Error> {
+        let argv = ["fulfillment", "audit"].iter().chain(args);
+        let Command::Audit(a) = Cli::try_parse_from(argv)?.command else {
+            panic!("not audit");
+        };
+        Ok(a.into())
+    }
+
+    #[test]
+    fn audit_takes_the_backend_settings_of_serve() {
+        let arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:fulfillment-order-saga";
+        let args = [
+            "--db",
+            "/data/f.db",
+            "--backend",
+            "aws",
+            "--table",
+            "orders-prod",
+            "--state-machine-arn",
+            arn,
+            "--payments",
+            "stripe",
+            "--stripe-key",
+            "sk_test_abc",
+            "--log-format",
+            "json",
+        ];
+        let a = audit(&args).unwrap();
+        let s = serve(&args).unwrap();
+        assert_eq!(format!("{:?}", a.backend), format!("{:?}", s.backend));
+        assert_eq!(a.backend.kind, Backend::Aws);
+        assert_eq!(a.backend.engine_path, PathBuf::from("/data/f.engine.db"));
+        assert_eq!(a.log_format, LogFormat::Json);
+        let defaults = audit(&[]).unwrap();
+        assert_eq!(defaults.backend.kind, Backend::Embedded);
+        assert_eq!(
+            defaults.backend.store_path,
+            PathBuf::from("./fulfillment.db")
+        );
+        // Only serve's own settings are serve's.
+        let e = audit(&["--listen", "127.0.0.1:0"]).unwrap_err().to_string();
+        assert!(e.contains("--listen"), "{e}");
     }
 
     #[test]

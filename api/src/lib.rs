@@ -1,6 +1,8 @@
 //! The fulfillment service: the saga's composition (steps, workers, keeper), order intake, the
-//! HTTP API, and the `fulfillment` binary's configuration and start-up (the composition root).
+//! HTTP API, the store audit, and the `fulfillment` binary's configuration and start-up (the
+//! composition root).
 
+pub mod audit;
 pub mod config;
 pub mod http;
 pub mod orders;

@@ -1,9 +1,10 @@
 //! The `fulfillment` binary: `fulfillment serve` runs the HTTP API and the saga's workers;
 //! `fulfillment engine` runs the embedded engine alone as a local Step Functions endpoint;
-//! `fulfillment provision` creates the AWS resources `serve --backend aws` needs.
+//! `fulfillment provision` creates the AWS resources `serve --backend aws` needs;
+//! `fulfillment audit` checks a store for invariant violations.
 //! Everything is composed in [`api::startup`]; `--help` documents every setting.
 
-use api::config::{Cli, Command, EngineSettings, ProvisionSettings, Settings};
+use api::config::{AuditSettings, Cli, Command, EngineSettings, ProvisionSettings, Settings};
 use api::telemetry::LogTo;
 use clap::Parser;
 use std::process::ExitCode;
@@ -11,10 +12,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let (log_format, log_to) = match &command {
-        Command::Serve(a) => (a.log_format, LogTo::Stdout),
+        Command::Serve(a) => (a.backend.log_format, LogTo::Stdout),
         Command::Engine(a) => (a.log_format, LogTo::Stdout),
-        // Its standard output is for scripts (`eval "$(fulfillment provision …)"`).
+        // Their standard output is for scripts (`eval "$(fulfillment provision …)"`, the
+        // audit's violations and summary).
         Command::Provision(a) => (a.log_format, LogTo::Stderr),
+        Command::Audit(a) => (a.backend.log_format, LogTo::Stderr),
     };
     api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -27,20 +30,37 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // An audit that could not look must not read as one that found something (exit 1).
+    let audit = matches!(command, Command::Audit(_));
     let ran = match command {
-        Command::Serve(args) => runtime.block_on(api::startup::run(Settings::from(*args))),
-        Command::Engine(args) => {
-            runtime.block_on(api::startup::run_engine(EngineSettings::from(args)))
-        }
-        Command::Provision(args) => {
-            runtime.block_on(api::startup::run_provision(ProvisionSettings::from(args)))
-        }
+        Command::Serve(args) => runtime
+            .block_on(api::startup::run(Settings::from(*args)))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Engine(args) => runtime
+            .block_on(api::startup::run_engine(EngineSettings::from(args)))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Provision(args) => runtime
+            .block_on(api::startup::run_provision(ProvisionSettings::from(args)))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Audit(args) => runtime
+            .block_on(api::startup::run_audit(AuditSettings::from(args)))
+            .map(|report| {
+                if report.violations.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }),
     };
     match ran {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+            let code = match e.exit_code() {
+                1 if audit => 3,
+                code => code,
+            };
+            ExitCode::from(u8::try_from(code).unwrap_or(1))
         }
     }
 }

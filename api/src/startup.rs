@@ -1,15 +1,18 @@
 //! The composition root of `fulfillment serve`: opens the store and the engine, starts the
 //! saga's workers, builds order intake and the router, binds the listener, and on shutdown
-//! takes it all down in order (listener and requests, then workers, then engine).
+//! takes it all down in order (listener and requests, then workers, then engine). Also of
+//! `fulfillment audit`, which opens the same backends read-only, without engine or workers.
 
+use crate::audit::{self, AuditError, EmbeddedExecutions, Executions, Sources, WorkflowExecutions};
 use crate::config::{
-    AwsSettings, Backend, EngineSettings, PaymentsSettings, ProvisionSettings, Settings,
+    AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, PaymentsSettings,
+    ProvisionSettings, Settings,
 };
 use crate::http::{self, AppState, Metrics, OperatorToken};
 use crate::orders::OrderIntake;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
-use engine::{Engine, EngineConfig, EngineError};
+use engine::{Engine, EngineConfig, EngineError, Inspector};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
@@ -19,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
-use store::{PaymentGateway, SqliteStore, StoreError};
+use store::{InventoryRepository, OrderRepository, PaymentGateway, SqliteStore, StoreError};
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
@@ -51,6 +54,8 @@ pub enum StartupError {
     },
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error("the audit could not finish: {0}")]
+    Audit(#[from] AuditError),
 }
 
 impl StartupError {
@@ -129,10 +134,10 @@ impl Opened {
 impl Service {
     /// Opens the backend (embedded or AWS), starts the workers and binds the listener.
     pub async fn start(settings: &Settings) -> Result<Service, StartupError> {
-        let payments = payments(settings)?;
-        let opened = match settings.backend {
-            Backend::Embedded => open_embedded(settings, payments).await?,
-            Backend::Aws => open_aws(settings, payments).await?,
+        let payments = payments(&settings.backend)?;
+        let opened = match settings.backend.kind {
+            Backend::Embedded => open_embedded(&settings.backend, payments).await?,
+            Backend::Aws => open_aws(&settings.backend, payments).await?,
         };
         let listener = match bind(settings.listen).await {
             Ok(l) => l,
@@ -155,7 +160,7 @@ impl Service {
             &ports,
             workflow.clone(),
             move |a| activity_arns[&a].clone(),
-            worker_settings(settings.backend),
+            worker_settings(settings.backend.kind),
             keeper_interval(settings.saga.approval_heartbeat),
         );
         let intake = Arc::new(OrderIntake {
@@ -232,8 +237,8 @@ impl Service {
 
 /// The payment provider chosen, checked: the sandbox by default on the embedded backend; the AWS
 /// backend must be told (a deployment never simulates payments by accident).
-fn payments(settings: &Settings) -> Result<PaymentsSettings, StartupError> {
-    match (&settings.payments, settings.backend) {
+fn payments(settings: &BackendSettings) -> Result<PaymentsSettings, StartupError> {
+    match (&settings.payments, settings.kind) {
         (None, Backend::Embedded) => Ok(PaymentsSettings::Sandbox),
         (None, Backend::Aws) => Err(StartupError::Config(
             "--backend aws needs --payments (FULFILLMENT_PAYMENTS): `stripe` to charge through \
@@ -255,7 +260,7 @@ fn stripe(config: &StripeConfig) -> Result<Arc<dyn PaymentGateway>, StartupError
 
 /// The embedded backend: the SQLite store and the in-process engine beside it.
 async fn open_embedded(
-    settings: &Settings,
+    settings: &BackendSettings,
     payments: PaymentsSettings,
 ) -> Result<Opened, StartupError> {
     let gateway = match &payments {
@@ -332,9 +337,11 @@ pub async fn aws_sdk_config(aws: &AwsSettings) -> Result<aws_config::SdkConfig, 
     Ok(config)
 }
 
-/// The AWS backend: Step Functions and DynamoDB, both checked once (a wrong endpoint, table or
-/// credential fails the start, not the first order).
-async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Opened, StartupError> {
+/// The AWS backend's two services, each checked once (a wrong endpoint, table or credential
+/// fails the start, not the first order).
+async fn connect_aws(
+    settings: &BackendSettings,
+) -> Result<(AwsWorkflow, DynamoStore), StartupError> {
     let arn = settings.state_machine_arn.as_deref().ok_or_else(|| {
         StartupError::Config(
             "--backend aws needs --state-machine-arn (FULFILLMENT_STATE_MACHINE_ARN): \
@@ -361,6 +368,15 @@ async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Ope
         region = ?sdk.region(),
         "AWS backend reachable"
     );
+    Ok((workflow, store))
+}
+
+/// The AWS backend: Step Functions and DynamoDB.
+async fn open_aws(
+    settings: &BackendSettings,
+    payments: PaymentsSettings,
+) -> Result<Opened, StartupError> {
+    let (workflow, store) = connect_aws(settings).await?;
     let payments = match &payments {
         PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
         PaymentsSettings::Stripe(c) => stripe(c)?,
@@ -375,6 +391,98 @@ async fn open_aws(settings: &Settings, payments: PaymentsSettings) -> Result<Ope
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
+    })
+}
+
+/// `fulfillment audit`: opens the backend for reading (the embedded one's files read-only, with
+/// neither engine nor workers; on AWS the table, Step Functions and the provider as `serve`
+/// reaches them), checks it, prints one line per violation and the summary on stdout, and
+/// returns what it found.
+pub async fn run_audit(settings: AuditSettings) -> Result<audit::Report, StartupError> {
+    let backend = &settings.backend;
+    let payments = payments(backend)?;
+    let sources = match backend.kind {
+        Backend::Embedded => audit_embedded(backend, payments).await?,
+        Backend::Aws => audit_aws(backend, payments).await?,
+    };
+    let report = audit::run(&sources, audit::RECHECK_AFTER).await?;
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (`| head`) loses lines, not the exit status.
+    let _ = audit::print(&report, &mut out);
+    let _ = out.flush();
+    Ok(report)
+}
+
+/// The embedded backend for an audit: the store file and the engine's beside it, both opened
+/// read-only (the service may be running on them). Neither is created: a missing one is a
+/// wrong `--db`.
+async fn audit_embedded(
+    settings: &BackendSettings,
+    payments: PaymentsSettings,
+) -> Result<Sources, StartupError> {
+    for (path, what) in [
+        (&settings.store_path, "store"),
+        (&settings.engine_path, "engine state"),
+    ] {
+        if !path.exists() {
+            return Err(StartupError::Config(format!(
+                "no {what} at {} (--db, FULFILLMENT_DB): point --db at the store `fulfillment \
+                 serve` uses; its engine state sits beside it",
+                path.display()
+            )));
+        }
+    }
+    let store_path = settings.store_path.clone();
+    let store = tokio::task::spawn_blocking(move || SqliteStore::open_read_only(&store_path))
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StartupError::Store {
+            path: settings.store_path.clone(),
+            source,
+        })?;
+    let engine_path = settings.engine_path.clone();
+    let inspector = tokio::task::spawn_blocking(move || Inspector::open(&engine_path))
+        .await
+        .map_err(|e| EngineError::Internal(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StartupError::Engine {
+            path: settings.engine_path.clone(),
+            source,
+        })?;
+    let payments = match &payments {
+        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
+        PaymentsSettings::Stripe(c) => stripe(c)?,
+    };
+    tracing::info!(
+        store = %settings.store_path.display(),
+        engine = %settings.engine_path.display(),
+        "auditing the embedded backend (read-only)"
+    );
+    Ok(Sources {
+        orders: Arc::new(store.clone()) as Arc<dyn OrderRepository>,
+        inventory: Arc::new(store) as Arc<dyn InventoryRepository>,
+        payments,
+        executions: Arc::new(EmbeddedExecutions::new(inspector)) as Arc<dyn Executions>,
+    })
+}
+
+/// The AWS backend for an audit: the table, Step Functions and the provider, reached and
+/// checked as `serve --backend aws` does.
+async fn audit_aws(
+    settings: &BackendSettings,
+    payments: PaymentsSettings,
+) -> Result<Sources, StartupError> {
+    let (workflow, store) = connect_aws(settings).await?;
+    let payments = match &payments {
+        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
+        PaymentsSettings::Stripe(c) => stripe(c)?,
+    };
+    Ok(Sources {
+        orders: Arc::new(store.clone()),
+        inventory: Arc::new(store),
+        payments,
+        executions: Arc::new(WorkflowExecutions::new(Arc::new(workflow))),
     })
 }
 
@@ -619,60 +727,88 @@ mod tests {
     #[tokio::test]
     async fn the_aws_backend_needs_its_state_machine_and_a_payments_choice() {
         let dir = tempfile::tempdir().unwrap();
-        for (settings, needs) in [
+        let base = settings(&dir).backend;
+        for (backend, needs) in [
             (
-                Settings {
-                    backend: Backend::Aws,
+                BackendSettings {
+                    kind: Backend::Aws,
                     payments: Some(PaymentsSettings::Sandbox),
-                    ..settings(&dir)
+                    ..base.clone()
                 },
                 "--state-machine-arn",
             ),
             (
-                Settings {
-                    backend: Backend::Aws,
+                BackendSettings {
+                    kind: Backend::Aws,
                     state_machine_arn: Some(
                         "arn:aws:states:us-east-1:123456789012:stateMachine:fulfillment-order-saga"
                             .to_owned(),
                     ),
-                    ..settings(&dir)
+                    ..base.clone()
                 },
                 "--payments",
             ),
             (
-                Settings {
+                BackendSettings {
                     payments: Some(PaymentsSettings::Stripe(StripeConfig {
                         base_url: "https://api.stripe.com".to_owned(),
                         secret_key: store::stripe::SecretKey::new(""),
                         timeout: Duration::from_secs(5),
                     })),
-                    ..settings(&dir)
+                    ..base.clone()
                 },
                 "--stripe-key",
             ),
         ] {
-            let e = Service::start(&settings).await.err().unwrap();
+            let serve = Settings {
+                backend: backend.clone(),
+                ..settings(&dir)
+            };
+            let e = Service::start(&serve).await.err().unwrap();
             assert_eq!(e.exit_code(), 2, "{e}");
             assert!(e.to_string().contains(needs), "{e}");
-            assert!(!settings.store_path.exists(), "nothing was created");
+            let audit = AuditSettings {
+                backend,
+                log_format: crate::config::LogFormat::Text,
+            };
+            let e = run_audit(audit).await.err().unwrap();
+            assert_eq!(e.exit_code(), 2, "audit: {e}");
+            assert!(e.to_string().contains(needs), "audit: {e}");
+            assert!(!base.store_path.exists(), "nothing was created");
         }
+    }
+
+    #[tokio::test]
+    async fn an_audit_of_a_store_that_does_not_exist_is_a_wrong_setting_and_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = settings(&dir).backend;
+        let audit = AuditSettings {
+            backend: backend.clone(),
+            log_format: crate::config::LogFormat::Text,
+        };
+        let e = run_audit(audit).await.err().unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("--db"), "{e}");
+        assert!(!backend.store_path.exists() && !backend.engine_path.exists());
     }
 
     fn settings(dir: &tempfile::TempDir) -> Settings {
         let db = dir.path().join("f.db");
         Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
-            backend: Backend::Embedded,
-            aws: crate::config::AwsSettings {
-                region: None,
-                profile: None,
-                endpoint_url: None,
-                table: "fulfillment".to_owned(),
+            backend: BackendSettings {
+                kind: Backend::Embedded,
+                aws: crate::config::AwsSettings {
+                    region: None,
+                    profile: None,
+                    endpoint_url: None,
+                    table: "fulfillment".to_owned(),
+                },
+                state_machine_arn: None,
+                payments: None,
+                engine_path: crate::config::engine_path(&db),
+                store_path: db,
             },
-            state_machine_arn: None,
-            payments: None,
-            engine_path: crate::config::engine_path(&db),
-            store_path: db,
             operator_token: None,
             saga: Default::default(),
             limits: Default::default(),
@@ -688,7 +824,7 @@ mod tests {
         assert!(service.token().generated);
         let addr = service.local_addr();
         assert_ne!(addr.port(), 0);
-        assert!(settings.store_path.exists());
+        assert!(settings.backend.store_path.exists());
         assert!(dir.path().join("f.engine.db").exists());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(service.serve(async {

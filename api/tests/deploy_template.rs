@@ -1,6 +1,7 @@
 //! `deploy/template.yaml` matches the code it deploys: the activities the service derives from
 //! the state machine's ARN, the definition's placeholders, the state machine's name and the
-//! DynamoDB table's shape. (cfn-lint checks the template itself, in `.ci/run cfn`.)
+//! DynamoDB table's shape, and what the service's and the audit's policies allow. (cfn-lint
+//! checks the template itself, in `.ci/run cfn`.)
 
 use workflow::definition::{Activity, STATE_MACHINE_NAME, TEMPLATE};
 
@@ -85,6 +86,38 @@ fn the_service_may_poll_every_activity_and_nothing_else() {
     }
     assert!(!block.contains("states:*") && !block.contains("dynamodb:*"));
     assert!(!block.contains("Action: \"*\""));
+}
+
+#[test]
+fn the_audit_may_read_and_heartbeat_and_nothing_more() {
+    let block = resource("AuditPolicy");
+    for action in [
+        "states:DescribeExecution",
+        "states:SendTaskHeartbeat",
+        "dynamodb:GetItem",
+        "dynamodb:Scan",
+    ] {
+        assert!(block.contains(action), "{action} not in {block}");
+    }
+    for write in [
+        "StartExecution",
+        "StopExecution",
+        "SendTaskSuccess",
+        "SendTaskFailure",
+        "GetActivityTask",
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "states:*",
+        "dynamodb:*",
+        "Action: \"*\"",
+    ] {
+        assert!(!block.contains(write), "{write} in {block}");
+    }
+    assert!(
+        DEPLOY.contains("Value: !Ref AuditPolicy\n"),
+        "an output names it"
+    );
 }
 
 #[test]

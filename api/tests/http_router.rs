@@ -728,13 +728,13 @@ async fn stock_is_set_and_read() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(
         r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0})
+        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "stocked": 7})
     );
     let r = app.get("/inventory/book-1.a_b").await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0})
+        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "stocked": 7})
     );
 }
 

@@ -9,8 +9,10 @@ pub mod core;
 pub mod data;
 mod driver;
 pub mod error;
+pub mod inspect;
 mod store;
 
 pub use api::*;
 pub use driver::{Engine, EngineConfig, Stats, SyncPolicy};
 pub use error::EngineError;
+pub use inspect::Inspector;

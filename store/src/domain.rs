@@ -228,7 +228,10 @@ impl Order {
     }
 }
 
-/// Stock of one SKU. `available + reserved + shipped` is what was ever stocked (conservation).
+/// Stock of one SKU. Reservations move units from `available` to `reserved`, releases back,
+/// shipments from `reserved` to `shipped`; only an operator's count changes the total, so
+/// `available + reserved + shipped == stocked` always (conservation, which `fulfillment audit`
+/// checks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StockLevel {
@@ -236,6 +239,10 @@ pub struct StockLevel {
     pub available: u64,
     pub reserved: u64,
     pub shipped: u64,
+    /// The units the SKU holds in all, set with each count (`set_available`): the count plus
+    /// what was reserved and shipped then. `None` for a DynamoDB item last counted before it
+    /// was recorded (SQLite's migration set it on every row); its next count sets it.
+    pub stocked: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,28 @@ use crate::error::{GatewayError, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+/// One page of a listing, in the adapter's own order (a key order, or a scan's). `next` is an
+/// opaque cursor: pass it as `after` for the following page; `None` on the last page. A page
+/// may hold fewer than `limit` items (even none) and still not be the last; following `next`
+/// until it is `None` visits every item that existed throughout the listing exactly once.
+/// Listings are for whole-store reads such as `fulfillment audit`: items written while one
+/// runs may or may not appear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+impl<T> Page<T> {
+    /// The page of `items` read with `limit`, continuing after the last item's cursor when it
+    /// is full: the rule of every adapter whose cursor is an item's key.
+    pub(crate) fn keyed(items: Vec<T>, limit: u32, cursor: impl Fn(&T) -> String) -> Page<T> {
+        let full = u32::try_from(items.len()).is_ok_and(|n| n >= limit.max(1));
+        let next = if full { items.last().map(cursor) } else { None };
+        Page { items, next }
+    }
+}
+
 /// What `OrderRepository::create` found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
@@ -136,6 +158,11 @@ pub trait OrderRepository: Send + Sync {
 
     /// Orders awaiting a decision with a parked token, oldest request first.
     async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError>;
+
+    /// Every order, a page of at most `limit` at a time, starting after the cursor `after`
+    /// (see [`Page`]). Strongly consistent reads, for `fulfillment audit`.
+    async fn list_orders(&self, after: Option<&str>, limit: u32)
+    -> Result<Page<Order>, StoreError>;
 }
 
 /// What a reservation attempt did.
@@ -189,6 +216,21 @@ pub trait InventoryRepository: Send + Sync {
     async fn mark_shipped(&self, order_id: &OrderId) -> Result<Reservation, StoreError>;
 
     async fn reservation(&self, order_id: &OrderId) -> Result<Option<Reservation>, StoreError>;
+
+    /// Every SKU's stock, a page at a time (see [`Page`]).
+    async fn list_stock(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<StockLevel>, StoreError>;
+
+    /// Every reservation, a page at a time (see [`Page`]), the markers of releases that came
+    /// before any reservation included (`RELEASED`, no lines).
+    async fn list_reservations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Reservation>, StoreError>;
 }
 
 /// A charge as the payment provider is asked for it.
@@ -234,6 +276,22 @@ pub trait PaymentGateway: Send + Sync {
         charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError>;
+
+    /// Every charge the provider holds for this service's orders, under any key, a page at a
+    /// time (see [`Page`]): the provider's own books, so that a charge the store does not know
+    /// of, or a second one for an order, can be found.
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, GatewayError>;
+
+    /// Every refund the provider holds for this service's orders, a page at a time.
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, GatewayError>;
 }
 
 /// A shipment as the carrier is asked for it.

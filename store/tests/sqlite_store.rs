@@ -93,3 +93,63 @@ fn a_missing_directory_is_an_error_not_a_panic() {
     let err = SqliteStore::open(dir.path().join("no/such/dir/store.db")).unwrap_err();
     assert!(!err.is_transient(), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_read_only_store_reads_beside_the_writer_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let writer = SqliteStore::open(&path).unwrap();
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    let id = order_id("read-only");
+    writer.create(new_order(&id)).await.unwrap();
+    // It sees what the writer commits, as it commits it.
+    assert_eq!(
+        reader.get(&id).await.unwrap(),
+        writer.get(&id).await.unwrap()
+    );
+    let moved = writer
+        .advance(&id, OrderStatus::Reserved, None)
+        .await
+        .unwrap();
+    assert_eq!(reader.get(&id).await.unwrap(), Some(moved.clone()));
+    let listed = reader.list_orders(None, 10).await.unwrap();
+    assert_eq!(listed.items, std::slice::from_ref(&moved));
+    // A write through it is refused by SQLite, and changes nothing.
+    let refused = reader.advance(&id, OrderStatus::Charged, None).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(writer.get(&id).await.unwrap(), Some(moved));
+}
+
+#[test]
+fn a_read_only_store_needs_an_existing_file_of_this_schema_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    assert!(SqliteStore::open_read_only(&missing).is_err());
+    assert!(!missing.exists(), "nothing was created");
+
+    let old = dir.path().join("old.db");
+    let conn = rusqlite::Connection::open(&old).unwrap();
+    conn.pragma_update(None, "user_version", 1).unwrap();
+    drop(conn);
+    let err = SqliteStore::open_read_only(&old).unwrap_err().to_string();
+    assert!(err.contains("schema version 1"), "{err}");
+    assert!(err.contains("migrate"), "{err}");
+}
+
+/// The service stopped: its last connection closed and checkpointed the WAL away. The audit
+/// still reads the file, read-only.
+#[tokio::test]
+async fn a_read_only_store_reads_a_file_no_one_has_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let id = order_id("closed");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.create(new_order(&id)).await.unwrap();
+    }
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(
+        reader.get(&id).await.unwrap().map(|o| o.status),
+        Some(OrderStatus::Accepted)
+    );
+}

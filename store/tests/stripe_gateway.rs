@@ -386,6 +386,36 @@ async fn the_secret_key_never_shows_in_debug_or_errors() {
     assert!(!format!("{err:?}").contains(wrong), "{err:?}");
 }
 
+#[tokio::test]
+async fn the_books_are_the_succeeded_intents_listed_page_after_page() {
+    let (fake, payments) = gateway().await;
+    let (paid, declined) = (order_id("books-paid"), order_id("books-declined"));
+    let charge = payments
+        .charge(&charge_of(&paid, 1200, "pm_card_visa"))
+        .await
+        .expect("charge");
+    payments
+        .charge(&charge_of(&declined, 1200, PM_DECLINED))
+        .await
+        .expect_err("declined");
+    // Newest first: the declined intent fills the first page of two, the paid one the second.
+    let first = payments.list_charges(None, 1).await.expect("list");
+    assert_eq!(first.items, [], "a declined intent took nothing");
+    let next = first.next.expect("more");
+    let second = payments.list_charges(Some(&next), 1).await.expect("list");
+    assert_eq!(second.items, [charge]);
+    assert_eq!(second.next, None);
+    let lists: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method.as_str() == "GET" && r.path == "/v1/payment_intents")
+        .collect();
+    assert_eq!(lists.len(), 2);
+    assert_eq!(lists[0].param("starting_after"), None);
+    assert_eq!(lists[1].param("starting_after"), Some(next.as_str()));
+    assert_eq!(lists[1].param("limit"), Some("1"));
+}
+
 mod contract {
     //! The payment part of the adapter contract suite (`store::contract::gateways`).
 
@@ -419,6 +449,12 @@ mod contract {
     async fn refund_by_a_charge_id_not_the_orders_is_refused() {
         let (_fake, payments) = gateway().await;
         gateways::refund_by_a_charge_id_not_the_orders_is_refused(&payments).await;
+    }
+
+    #[tokio::test]
+    async fn listing_pages_cover_every_charge_and_refund_once() {
+        let (_fake, payments) = gateway().await;
+        gateways::listing_pages_cover_every_charge_and_refund_once(&payments).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -103,11 +103,11 @@ impl AwsStack {
         stdout
     }
 
-    /// A replica of `serve --backend aws` paying through the fake Stripe, with the test token
-    /// and `args` on top.
-    pub fn replica(&self, args: &[&str]) -> Server {
-        let mut cmd = self.command("serve");
-        cmd.args(["--listen", "127.0.0.1:0", "--backend", "aws"])
+    /// `subcommand` with the backend settings of the replicas: AWS, paying through the fake
+    /// Stripe.
+    fn on_the_backend(&self, subcommand: &str) -> Command {
+        let mut cmd = self.command(subcommand);
+        cmd.args(["--backend", "aws"])
             .args(["--state-machine-arn", &self.state_machine_arn])
             .args([
                 "--payments",
@@ -115,8 +115,21 @@ impl AwsStack {
                 "--stripe-url",
                 &self.stripe.base_url,
             ])
-            .args(["--stripe-key", SECRET_KEY, "--operator-token", TOKEN])
+            .args(["--stripe-key", SECRET_KEY]);
+        cmd
+    }
+
+    /// A replica of `serve --backend aws` paying through the fake Stripe, with the test token
+    /// and `args` on top.
+    pub fn replica(&self, args: &[&str]) -> Server {
+        let mut cmd = self.on_the_backend("serve");
+        cmd.args(["--listen", "127.0.0.1:0", "--operator-token", TOKEN])
             .args(args);
         Server::spawn(cmd)
+    }
+
+    /// `fulfillment audit` with the replicas' settings.
+    pub fn audit_command(&self) -> Command {
+        self.on_the_backend("audit")
     }
 }

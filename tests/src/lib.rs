@@ -90,6 +90,55 @@ pub fn serve_command(db: &Db) -> Command {
     cmd
 }
 
+/// A `fulfillment audit` command of `db` (the embedded backend), with no `FULFILLMENT_*`
+/// variable inherited from the test's environment.
+pub fn audit_command(db: &Db) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.arg("audit")
+        .arg("--db")
+        .arg(db.path())
+        .current_dir(db.dir());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("FULFILLMENT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// What a finished `fulfillment audit` printed and how it exited.
+#[derive(Debug)]
+pub struct Audit {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Audit {
+    /// Runs `cmd` (an audit) to its end.
+    pub fn run(mut cmd: Command) -> Audit {
+        let output = cmd.output().expect("the audit runs");
+        Audit {
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// The `violation: …` lines.
+    pub fn violations(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with("violation: "))
+            .collect()
+    }
+
+    /// The last line: `audit: N orders, S SKUs, C charges, V violations`.
+    pub fn summary(&self) -> &str {
+        self.stdout.lines().last().unwrap_or_default()
+    }
+}
+
 /// Output of a child process, collected as it comes (so its pipes never fill up).
 #[derive(Clone, Default)]
 pub struct Captured(Arc<Mutex<String>>);
@@ -131,11 +180,11 @@ fn collect(
         for line in BufReader::new(pipe).lines() {
             let Ok(line) = line else { break };
             into.push(&line);
-            if let Some((prefix, tx)) = &announce {
-                if let Some(rest) = line.strip_prefix(prefix) {
-                    let _ = tx.send(rest.trim().to_owned());
-                    announce = None;
-                }
+            if let Some((prefix, tx)) = &announce
+                && let Some(rest) = line.strip_prefix(prefix)
+            {
+                let _ = tx.send(rest.trim().to_owned());
+                announce = None;
             }
         }
     });

@@ -6,7 +6,7 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use tests::aws::AwsStack;
-use tests::{Server, order};
+use tests::{Audit, Server, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
@@ -24,6 +24,20 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
         rejected_approval_is_compensated(&stack, &a, &b),
         expired_approval_window_is_compensated(&stack, &hasty, &b),
         replays_and_conflicts(&stack, &a, &b),
+    );
+
+    // The audit, beside the running replicas, finds the books the scenarios kept in order,
+    // with one more order waiting for a decision: its execution running (DescribeExecution),
+    // its parked token an open task (SendTaskHeartbeat).
+    a.stock("aws-cello", 1).await;
+    let parked = order("aws-parked", "aws-cello", 1, 250_000, "pm_card_visa");
+    assert_eq!(a.place(&parked).await.status, StatusCode::ACCEPTED);
+    b.reaches("aws-parked", "AWAITING_APPROVAL").await;
+    let audit = tokio::task::block_in_place(|| Audit::run(stack.audit_command()));
+    assert_eq!(audit.code, Some(0), "{audit:?}");
+    assert_eq!(
+        audit.stdout, "audit: 7 orders, 7 SKUs, 6 charges, 0 violations\n",
+        "{audit:?}"
     );
 
     for replica in [a, b, hasty] {

@@ -263,18 +263,32 @@ async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on(
     server.stop();
 }
 
-#[test]
-fn help_documents_every_setting_and_its_environment_variable() {
+/// The settings `serve` and `audit` share: where the state is and who charges.
+const BACKEND_SETTINGS: &[(&str, &str)] = &[
+    ("--db", "FULFILLMENT_DB"),
+    ("--backend", "FULFILLMENT_BACKEND"),
+    ("--log-format", "FULFILLMENT_LOG_FORMAT"),
+    ("--table", "FULFILLMENT_TABLE"),
+    ("--state-machine-arn", "FULFILLMENT_STATE_MACHINE_ARN"),
+    ("--payments", "FULFILLMENT_PAYMENTS"),
+    ("--stripe-url", "FULFILLMENT_STRIPE_URL"),
+    ("--stripe-key", "FULFILLMENT_STRIPE_KEY"),
+    ("--stripe-timeout", "FULFILLMENT_STRIPE_TIMEOUT"),
+];
+
+fn help(subcommand: &str) -> String {
     let output = std::process::Command::new(binary())
-        .args(["serve", "--help"])
+        .args([subcommand, "--help"])
         .output()
         .expect("the binary runs");
     assert!(output.status.success());
-    let help = String::from_utf8_lossy(&output.stdout);
-    for (flag, env) in [
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn help_documents_every_setting_and_its_environment_variable() {
+    let serve_only: &[(&str, &str)] = &[
         ("--listen", "FULFILLMENT_LISTEN"),
-        ("--db", "FULFILLMENT_DB"),
-        ("--backend", "FULFILLMENT_BACKEND"),
         ("--operator-token", "FULFILLMENT_OPERATOR_TOKEN"),
         (
             "--approval-threshold-cents",
@@ -285,27 +299,29 @@ fn help_documents_every_setting_and_its_environment_variable() {
         ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
         ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
         ("--read-timeout", "FULFILLMENT_READ_TIMEOUT"),
-        ("--log-format", "FULFILLMENT_LOG_FORMAT"),
-        ("--table", "FULFILLMENT_TABLE"),
-        ("--state-machine-arn", "FULFILLMENT_STATE_MACHINE_ARN"),
-        ("--payments", "FULFILLMENT_PAYMENTS"),
-        ("--stripe-url", "FULFILLMENT_STRIPE_URL"),
-        ("--stripe-key", "FULFILLMENT_STRIPE_KEY"),
-        ("--stripe-timeout", "FULFILLMENT_STRIPE_TIMEOUT"),
-    ] {
-        assert!(
-            help.contains(flag) && help.contains(env),
-            "{flag} / {env}:\n{help}"
-        );
+    ];
+    for (subcommand, own) in [("serve", serve_only), ("audit", &[][..])] {
+        let help = help(subcommand);
+        for (flag, env) in BACKEND_SETTINGS.iter().chain(own) {
+            assert!(
+                help.contains(flag) && help.contains(env),
+                "{subcommand}: {flag} / {env}:\n{help}"
+            );
+        }
+        for standard in [
+            "--aws-region",
+            "--aws-profile",
+            "--endpoint-url",
+            "AWS_ENDPOINT_URL_SFN",
+            "AWS_ENDPOINT_URL_DYNAMODB",
+        ] {
+            assert!(help.contains(standard), "{subcommand}: {standard}:\n{help}");
+        }
     }
-    assert!(help.contains("fulfillment.engine.db"), "{help}");
-    for standard in [
-        "--aws-region",
-        "--aws-profile",
-        "--endpoint-url",
-        "AWS_ENDPOINT_URL_SFN",
-        "AWS_ENDPOINT_URL_DYNAMODB",
-    ] {
-        assert!(help.contains(standard), "{standard}:\n{help}");
+    assert!(help("serve").contains("fulfillment.engine.db"));
+    // The audit's help says what it prints and how it exits.
+    let audit = help("audit");
+    for promise in ["violation: <subject>: <what is wrong>", "Exit status"] {
+        assert!(audit.contains(promise), "{promise}:\n{audit}");
     }
 }

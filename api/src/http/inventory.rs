@@ -31,6 +31,11 @@ pub struct Stock {
     pub available: u64,
     /// Units held by orders that have not shipped.
     pub reserved: u64,
+    /// Units the SKU holds in all, shipped ones included: the last count plus what was reserved
+    /// and shipped then. Only a count changes it. Absent for a SKU last counted before it was
+    /// kept (its next count records it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stocked: Option<u64>,
 }
 
 impl From<StockLevel> for Stock {
@@ -39,6 +44,7 @@ impl From<StockLevel> for Stock {
             sku: s.sku,
             available: s.available,
             reserved: s.reserved,
+            stocked: s.stocked,
         }
     }
 }

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
     Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, PendingApproval, StoreError,
+    OrderStatus, Page, PendingApproval, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -73,6 +73,9 @@ impl OrderRepository for Broken {
         self.fail().await
     }
     async fn pending_approvals(&self, _: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        self.fail().await
+    }
+    async fn list_orders(&self, _: Option<&str>, _: u32) -> Result<Page<Order>, StoreError> {
         self.fail().await
     }
 }

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use store::{Charge, ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded};
+use store::{Charge, ChargeRequest, GatewayError, OrderId, Page, PaymentGateway, Refund, Refunded};
 
 pub struct CountingLookups {
     inner: Arc<dyn PaymentGateway>,
@@ -43,5 +43,19 @@ impl PaymentGateway for CountingLookups {
         self.inner
             .refund(order_id, charge_id, idempotency_key)
             .await
+    }
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, GatewayError> {
+        self.inner.list_charges(after, limit).await
+    }
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, GatewayError> {
+        self.inner.list_refunds(after, limit).await
     }
 }

@@ -207,6 +207,29 @@ impl Store {
         Ok(Store { conn })
     }
 
+    /// A read-only connection to an existing file, for another process than the engine's
+    /// (WAL lets it read beside the writer): nothing is created, migrated or written. The file
+    /// must hold this build's schema.
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version != MIGRATIONS.len() as i64 {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+                Some(format!(
+                    "{} has engine schema version {version}, this build reads {}",
+                    path.display(),
+                    MIGRATIONS.len()
+                )),
+            ));
+        }
+        conn.set_prepared_statement_cache_capacity(8);
+        Ok(Store { conn })
+    }
+
     fn migrate(&self) -> Result<()> {
         let version: i64 = self
             .conn

@@ -1,5 +1,6 @@
-//! A fake Stripe on `127.0.0.1:0`: the PaymentIntents and Refunds endpoints the gateway uses,
-//! with Stripe's idempotency (the same key and parameters replay the first answer with
+//! A fake Stripe on `127.0.0.1:0`: the PaymentIntents and Refunds endpoints the gateway uses
+//! (lists in Stripe's shape: newest first, `limit` and `starting_after`, `has_more`), with
+//! Stripe's idempotency (the same key and parameters replay the first answer with
 //! `Idempotent-Replayed: true`, other parameters are a 400 `idempotency_error`), its decline test
 //! card, switches for an outage (503), a slow answer and a search that lags behind, and a record
 //! of every request's headers.
@@ -74,7 +75,7 @@ impl FakeStripe {
     pub async fn start() -> FakeStripe {
         let ledger = Shared::default();
         let app = Router::new()
-            .route("/v1/payment_intents", post(create_intent))
+            .route("/v1/payment_intents", post(create_intent).get(list_intents))
             .route("/v1/payment_intents/search", get(search_intents))
             .route("/v1/payment_intents/{id}", get(retrieve_intent))
             .route("/v1/refunds", post(create_refund).get(list_refunds))
@@ -443,6 +444,61 @@ async fn retrieve_intent(
     answer(delay, status, body, false).await
 }
 
+/// Stripe's list answer over `all` (newest first): `limit` objects (default 10, at most 100)
+/// after the object `starting_after`, and whether more follow.
+fn list_of(all: Vec<Value>, query: &HashMap<String, String>) -> Result<Value, (StatusCode, Value)> {
+    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+        None => 10,
+        Some(Ok(n @ 1..=100)) => n,
+        Some(_) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                "limit must be an integer from 1 to 100",
+            ));
+        }
+    };
+    let start = match query.get("starting_after") {
+        None => 0,
+        Some(id) => match all.iter().position(|o| o["id"] == id.as_str()) {
+            Some(at) => at + 1,
+            None => {
+                return Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("resource_missing"),
+                    &format!("No such object: '{id}'"),
+                ));
+            }
+        },
+    };
+    let rest = all.len().saturating_sub(start);
+    let data: Vec<Value> = all.into_iter().skip(start).take(limit).collect();
+    Ok(json!({"object": "list", "data": data, "has_more": rest > limit}))
+}
+
+async fn list_intents(
+    State(ledger): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let params: Vec<_> = query.clone().into_iter().collect();
+    let path = "/v1/payment_intents";
+    let delay = match admit(&ledger, Method::GET, path, &headers, &params) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    let all: Vec<Value> = {
+        let l = ledger.lock().expect("ledger");
+        l.intents.iter().rev().cloned().collect()
+    };
+    match list_of(all, &query) {
+        Ok(body) => answer(delay, StatusCode::OK, body, false).await,
+        Err((status, body)) => answer(delay, status, body, false).await,
+    }
+}
+
 async fn list_refunds(
     State(ledger): State<Shared>,
     headers: HeaderMap,
@@ -453,7 +509,7 @@ async fn list_refunds(
         Ok(delay) => delay,
         Err((status, body)) => return (status, Json(body)).into_response(),
     };
-    let data: Vec<Value> = {
+    let all: Vec<Value> = {
         let l = ledger.lock().expect("ledger");
         l.refunds
             .iter()
@@ -466,8 +522,10 @@ async fn list_refunds(
             .cloned()
             .collect()
     };
-    let body = json!({"object": "list", "data": data, "has_more": false});
-    answer(delay, StatusCode::OK, body, false).await
+    match list_of(all, &query) {
+        Ok(body) => answer(delay, StatusCode::OK, body, false).await,
+        Err((status, body)) => answer(delay, status, body, false).await,
+    }
 }
 
 async fn not_found(Path(rest): Path<String>) -> impl IntoResponse {

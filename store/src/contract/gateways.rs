@@ -3,7 +3,7 @@
 //! charge id when the caller has it, and never of another order's charge), one shipment per
 //! order. Uses only `pm_card_visa`, which succeeds on every provider's test mode.
 
-use super::{address, line, order_id, unique};
+use super::{address, all_pages, covered_once, line, order_id, unique};
 use crate::domain::*;
 use crate::error::GatewayError;
 use crate::ports::*;
@@ -191,6 +191,56 @@ pub async fn refund_by_a_charge_id_not_the_orders_is_refused(payments: &dyn Paym
             .expect("refund"),
         Refunded::Now(r) if r.charge_id == theirs.charge_id && r.amount_cents == 900
     ));
+}
+
+/// The provider's books list every charge and every refund once, as they were made.
+pub async fn listing_pages_cover_every_charge_and_refund_once(payments: &dyn PaymentGateway) {
+    let mut charges = Vec::new();
+    for n in 0..5 {
+        let id = order_id("listed");
+        charges.push(
+            payments
+                .charge(&request(&id, 100 + n))
+                .await
+                .expect("charge"),
+        );
+    }
+    let mut refunds = Vec::new();
+    for charge in &charges[..2] {
+        let id = &charge.order_id;
+        match payments
+            .refund(id, Some(&charge.charge_id), &id.refund_key())
+            .await
+            .expect("refund")
+        {
+            Refunded::Now(r) => refunds.push(r),
+            other => panic!("a first refund refunds, got {other:?}"),
+        }
+    }
+
+    let listed = all_pages(2, |after| async move {
+        payments.list_charges(after.as_deref(), 2).await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|c| c.charge_id.clone()).collect();
+    let ours: Vec<String> = charges.iter().map(|c| c.charge_id.clone()).collect();
+    covered_once(&keys, &ours);
+    for charge in &charges {
+        let found = listed.iter().find(|c| c.charge_id == charge.charge_id);
+        assert_eq!(found, Some(charge));
+    }
+
+    let listed = all_pages(2, |after| async move {
+        payments.list_refunds(after.as_deref(), 2).await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|r| r.refund_id.clone()).collect();
+    let ours: Vec<String> = refunds.iter().map(|r| r.refund_id.clone()).collect();
+    covered_once(&keys, &ours);
+    for refund in &refunds {
+        let found = listed.iter().find(|r| r.refund_id == refund.refund_id);
+        assert_eq!(found, Some(refund));
+    }
 }
 
 pub async fn one_shipment_per_order(shipping: &dyn ShippingGateway) {

@@ -2,7 +2,7 @@
 //! that are idempotent and recorded, and stock that is conserved and never negative, also under
 //! concurrent orders.
 
-use super::{line, order_id, unique};
+use super::{all_pages, covered_once, line, order_id, unique};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::*;
@@ -42,6 +42,7 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
         available: 7,
         reserved: 0,
         shipped: 0,
+        stocked: Some(7),
     };
     assert_eq!(set, expected);
     assert_eq!(inv.stock(&sku).await.expect("stock"), Some(expected));
@@ -49,6 +50,84 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
     reserved_new(inv, &order_id("recount"), &[line(&sku, 2)]).await;
     let set = inv.set_available(&sku, 10).await.expect("recount");
     assert_eq!((set.available, set.reserved, set.shipped), (10, 2, 0));
+    assert_eq!(set.stocked, Some(12), "the held units count too");
+}
+
+/// What a SKU holds in all changes only with a count: reservations, releases and shipments
+/// move units between available, reserved and shipped, and the sum stays `stocked`.
+pub async fn stocked_changes_only_with_a_count(inv: &dyn InventoryRepository) {
+    let sku = stocked(inv, 5).await;
+    let conserved = |s: &StockLevel| {
+        assert_eq!(
+            Some(s.available + s.reserved + s.shipped),
+            s.stocked,
+            "{s:?}"
+        );
+    };
+    let (shipped, released) = (order_id("stocked-ship"), order_id("stocked-release"));
+    reserved_new(inv, &shipped, &[line(&sku, 2)]).await;
+    reserved_new(inv, &released, &[line(&sku, 1)]).await;
+    inv.mark_shipped(&shipped).await.expect("ship");
+    inv.release(&released).await.expect("release");
+    let level = inv.stock(&sku).await.expect("stock").expect("stocked");
+    assert_eq!(
+        (level.available, level.shipped, level.stocked),
+        (3, 2, Some(5))
+    );
+    conserved(&level);
+    // A recount of 4 on the shelf: 2 more went out the door than were stocked, so 6 in all.
+    let recounted = inv.set_available(&sku, 4).await.expect("recount");
+    assert_eq!(recounted.stocked, Some(6));
+    conserved(&recounted);
+    assert_eq!(inv.stock(&sku).await.expect("stock"), Some(recounted));
+}
+
+/// Listing pages through every SKU and every reservation once, each as it is stored (the
+/// marker of a release before any reservation included).
+pub async fn listing_pages_cover_every_sku_and_reservation_once(inv: &dyn InventoryRepository) {
+    let mut skus = Vec::new();
+    for n in 0..5 {
+        skus.push(stocked(inv, 10 + n).await);
+    }
+    let mut orders = Vec::new();
+    for sku in &skus[..4] {
+        let id = order_id("listed");
+        reserved_new(inv, &id, &[line(sku, 1)]).await;
+        orders.push(id);
+    }
+    inv.mark_shipped(&orders[0]).await.expect("ship");
+    let marker = order_id("listed-marker");
+    inv.release(&marker).await.expect("release");
+    orders.push(marker);
+
+    let levels = all_pages(2, |after| async move {
+        inv.list_stock(after.as_deref(), 2).await
+    })
+    .await;
+    let keys: Vec<String> = levels.iter().map(|s| s.sku.clone()).collect();
+    covered_once(&keys, &skus);
+    for sku in &skus {
+        let listed = levels.iter().find(|s| &s.sku == sku);
+        assert_eq!(listed, inv.stock(sku).await.expect("stock").as_ref());
+    }
+
+    let reservations = all_pages(2, |after| async move {
+        inv.list_reservations(after.as_deref(), 2).await
+    })
+    .await;
+    let keys: Vec<String> = reservations
+        .iter()
+        .map(|r| r.order_id.to_string())
+        .collect();
+    let ours: Vec<String> = orders.iter().map(ToString::to_string).collect();
+    covered_once(&keys, &ours);
+    for id in &orders {
+        let listed = reservations.iter().find(|r| &r.order_id == id);
+        assert_eq!(
+            listed,
+            inv.reservation(id).await.expect("reservation").as_ref()
+        );
+    }
 }
 
 pub async fn unknown_sku_is_out_of_stock(inv: &dyn InventoryRepository) {

@@ -98,6 +98,48 @@ pub fn failure(error: &str) -> Failure {
     }
 }
 
+/// Every item of a paginated listing: `list(after)` is called with each page's cursor until a
+/// page has none. Panics when a page holds more than `limit` items or the listing never ends.
+pub async fn all_pages<T, E, F, Fut>(limit: u32, mut list: F) -> Vec<T>
+where
+    E: std::fmt::Debug,
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Page<T>, E>>,
+{
+    let mut items = Vec::new();
+    let mut after = None;
+    for _ in 0..100_000 {
+        let page = list(after).await.expect("list a page");
+        assert!(
+            page.items.len() <= limit as usize,
+            "a page of {} items, asked for {limit}",
+            page.items.len()
+        );
+        items.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return items,
+        }
+    }
+    panic!("the listing never ends");
+}
+
+/// Asserts that `keys` (of a whole listing) holds no key twice and each of `ours` once.
+pub fn covered_once(keys: &[String], ours: &[String]) {
+    let mut sorted = keys.to_vec();
+    sorted.sort();
+    let before = sorted.len();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        before,
+        "a listing showed an item twice: {keys:?}"
+    );
+    for key in ours {
+        assert!(sorted.binary_search(key).is_ok(), "{key} was not listed");
+    }
+}
+
 /// Generates one `#[tokio::test]` per contract test. `$fresh` is an async fn returning
 /// [`Adapters`], called once per test.
 ///
@@ -121,7 +163,8 @@ macro_rules! contract_suite {
             decision_is_recorded_once,
             decision_needs_a_parked_token,
             park_after_a_decision_changes_nothing,
-            pending_approvals_oldest_first
+            pending_approvals_oldest_first,
+            listing_pages_cover_every_order_once
         );
         $crate::contract_suite!(@each $fresh, inventory, inventory:
             set_available_reports_the_level,
@@ -130,14 +173,17 @@ macro_rules! contract_suite {
             one_reservation_per_order,
             release_is_idempotent_and_noop_without_reservation,
             release_after_ship_keeps_stock_shipped,
-            ship_is_idempotent_and_needs_a_held_reservation
+            ship_is_idempotent_and_needs_a_held_reservation,
+            stocked_changes_only_with_a_count,
+            listing_pages_cover_every_sku_and_reservation_once
         );
         $crate::contract_suite!(@each $fresh, gateways, payments:
             charge_is_once_per_key,
             charge_key_reuse_with_other_amount_is_refused,
             refund_is_once_and_noop_without_charge,
             refund_by_charge_id_refunds_that_charge,
-            refund_by_a_charge_id_not_the_orders_is_refused
+            refund_by_a_charge_id_not_the_orders_is_refused,
+            listing_pages_cover_every_charge_and_refund_once
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
             one_shipment_per_order,

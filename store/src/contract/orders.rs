@@ -1,7 +1,7 @@
 //! The contract of `OrderRepository`: conditional create, forward-only status, the charge (id
 //! and time) recorded once, approvals parked and decided once.
 
-use super::{failure, new_order, now, order_id};
+use super::{all_pages, covered_once, failure, new_order, now, order_id};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::*;
@@ -438,4 +438,26 @@ pub async fn pending_approvals_oldest_first(repo: &dyn OrderRepository) {
         (base, "pending-a")
     );
     assert!(repo.pending_approvals(2).await.expect("limited").len() <= 2);
+}
+
+/// Listing pages through every order once, each as it is stored.
+pub async fn listing_pages_cover_every_order_once(repo: &dyn OrderRepository) {
+    let mut ours = Vec::new();
+    for _ in 0..7 {
+        ours.push(created(repo, "listed").await);
+    }
+    let moved = repo
+        .advance(ours[0].id(), OrderStatus::Reserved, None)
+        .await
+        .expect("advance");
+    let listed = all_pages(3, |after| async move {
+        repo.list_orders(after.as_deref(), 3).await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|o| o.id().to_string()).collect();
+    let our_keys: Vec<String> = ours.iter().map(|o| o.id().to_string()).collect();
+    covered_once(&keys, &our_keys);
+    let found = |id: &OrderId| listed.iter().find(|o| o.id() == id).expect("listed");
+    assert_eq!(found(moved.id()), &moved, "as it is now");
+    assert_eq!(found(ours[6].id()), &ours[6]);
 }

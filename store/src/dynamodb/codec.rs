@@ -111,6 +111,13 @@ impl<'a> Fields<'a> {
         }
     }
 
+    pub(crate) fn opt_n(&self, name: &str) -> Result<Option<u64>, StoreError> {
+        match self.item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(_) => self.n(name).map(Some),
+        }
+    }
+
     pub(crate) fn bool(&self, name: &str) -> Result<bool, StoreError> {
         match self.item.get(name) {
             None => Ok(false),

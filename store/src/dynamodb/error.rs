@@ -13,7 +13,8 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemError, create_table::CreateTableError,
     describe_table::DescribeTableError, get_item::GetItemError, put_item::PutItemError,
-    query::QueryError, transact_write_items::TransactWriteItemsError, update_item::UpdateItemError,
+    query::QueryError, scan::ScanError, transact_write_items::TransactWriteItemsError,
+    update_item::UpdateItemError,
 };
 
 /// What a service error means to the caller.
@@ -75,7 +76,7 @@ macro_rules! classify {
 }
 
 classify! {
-    [GetItemError, BatchGetItemError, QueryError] {
+    [GetItemError, BatchGetItemError, QueryError, ScanError] {
         transient: [InternalServerError, ProvisionedThroughputExceededException,
             RequestLimitExceeded, ThrottlingException],
         missing_table: [ResourceNotFoundException],

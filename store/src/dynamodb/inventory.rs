@@ -17,7 +17,7 @@ use super::table::{PARTITION_KEY, prefix};
 use super::{DynamoStore, Transacted, Written, failed};
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{InventoryRepository, Released, Reserved};
+use crate::ports::{InventoryRepository, Page, Released, Reserved};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::Utc;
@@ -28,6 +28,10 @@ const TRANSACTION_ITEMS: usize = 100;
 
 /// How often a reserve or release starts over after the reservation changed under it.
 const ATTEMPTS: u32 = 5;
+
+/// How often a count starts over after a reservation or shipment of the SKU changed it between
+/// its read and its write.
+const COUNT_ATTEMPTS: u32 = 10;
 
 fn stock_pk(sku: &str) -> String {
     format!("{}{sku}", prefix::STOCK)
@@ -52,6 +56,8 @@ fn stock_from(item: &Item) -> Result<StockLevel, StoreError> {
         available: f.n("available")?,
         reserved: f.n("reserved")?,
         shipped: f.n("shipped")?,
+        // Absent on items last counted before it was kept.
+        stocked: f.opt_n("stocked")?,
     })
 }
 
@@ -161,27 +167,56 @@ impl DynamoStore {
 
 #[async_trait]
 impl InventoryRepository for DynamoStore {
+    /// The total (`stocked`) is the count plus what is reserved and shipped, which an update
+    /// expression cannot add up (one `+` per operand pair), so the item is read (consistently)
+    /// and written on the condition that `reserved` and `shipped` are still what was read; a
+    /// reservation or shipment in between refuses the write, and the count is tried again.
     async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError> {
-        let written = self
-            .update(
-                stock_pk(sku),
-                "SET #sku = :sku, #available = :available, \
-                 #reserved = if_not_exists(#reserved, :zero), \
-                 #shipped = if_not_exists(#shipped, :zero)",
-                None,
-                HashMap::from([
-                    (":sku".to_owned(), s(sku)),
-                    (":available".to_owned(), n(available)),
-                    (":zero".to_owned(), n(0)),
-                ]),
-            )
-            .await?;
-        match written {
-            Written::Done(item) => stock_from(&item),
-            Written::Refused(_) => Err(StoreError::Internal(format!(
-                "unconditional stock count of {sku} refused"
-            ))),
+        for _ in 0..COUNT_ATTEMPTS {
+            let written = match self.stock(sku).await? {
+                None => {
+                    self.update(
+                        stock_pk(sku),
+                        "SET #sku = :sku, #available = :available, #reserved = :zero, \
+                         #shipped = :zero, #stocked = :available",
+                        Some(&format!("attribute_not_exists(#{PARTITION_KEY})")),
+                        HashMap::from([
+                            (":sku".to_owned(), s(sku)),
+                            (":available".to_owned(), n(available)),
+                            (":zero".to_owned(), n(0)),
+                        ]),
+                    )
+                    .await?
+                }
+                Some(level) => {
+                    let stocked = available
+                        .checked_add(level.reserved)
+                        .and_then(|t| t.checked_add(level.shipped))
+                        .ok_or_else(|| {
+                            StoreError::Internal(format!("the stock of {sku} would overflow"))
+                        })?;
+                    self.update(
+                        stock_pk(sku),
+                        "SET #available = :available, #stocked = :stocked",
+                        Some("#reserved = :reserved AND #shipped = :shipped"),
+                        HashMap::from([
+                            (":available".to_owned(), n(available)),
+                            (":stocked".to_owned(), n(stocked)),
+                            (":reserved".to_owned(), n(level.reserved)),
+                            (":shipped".to_owned(), n(level.shipped)),
+                        ]),
+                    )
+                    .await?
+                }
+            };
+            match written {
+                Written::Done(item) => return stock_from(&item),
+                Written::Refused(_) => continue,
+            }
         }
+        Err(StoreError::Unavailable(format!(
+            "the stock of {sku} kept changing while it was counted"
+        )))
     }
 
     async fn stock(&self, sku: &str) -> Result<Option<StockLevel>, StoreError> {
@@ -342,5 +377,96 @@ impl InventoryRepository for DynamoStore {
             .load_reservation(order_id)
             .await?
             .map(|row| row.reservation))
+    }
+
+    async fn list_stock(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<StockLevel>, StoreError> {
+        let (items, next) = self.scan_prefix(prefix::STOCK, after, limit).await?;
+        let items = items.iter().map(stock_from).collect::<Result<_, _>>()?;
+        Ok(Page { items, next })
+    }
+
+    async fn list_reservations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Reservation>, StoreError> {
+        let (items, next) = self.scan_prefix(prefix::RESERVATION, after, limit).await?;
+        let items = items
+            .iter()
+            .map(|item| row_from(item).map(|row| row.reservation))
+            .collect::<Result<_, _>>()?;
+        Ok(Page { items, next })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamodb::tests::mock_store;
+    use aws_sdk_dynamodb::Client;
+    use aws_sdk_dynamodb::operation::get_item::GetItemOutput;
+    use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+    use aws_sdk_dynamodb::types::error::ConditionalCheckFailedException;
+    use aws_smithy_mocks::mock;
+
+    fn stock_item(available: u64, reserved: u64, shipped: u64, stocked: u64) -> Item {
+        HashMap::from([
+            (PARTITION_KEY.to_owned(), s("STOCK#book")),
+            ("sku".to_owned(), s("book")),
+            ("available".to_owned(), n(available)),
+            ("reserved".to_owned(), n(reserved)),
+            ("shipped".to_owned(), n(shipped)),
+            ("stocked".to_owned(), n(stocked)),
+        ])
+    }
+
+    /// A reservation lands between the count's read and its write: the write is refused on the
+    /// `reserved` it read, and the count is made again on what is there now.
+    #[tokio::test]
+    async fn a_count_raced_by_a_reservation_is_made_again_on_the_new_counts() {
+        let read = |item: Item| {
+            mock!(Client::get_item).then_output(move || {
+                GetItemOutput::builder()
+                    .set_item(Some(item.clone()))
+                    .build()
+            })
+        };
+        let first_read = read(stock_item(5, 1, 0, 6));
+        let refused = mock!(Client::update_item)
+            .match_requests(|r| {
+                r.expression_attribute_values()
+                    .and_then(|v| v.get(":reserved"))
+                    == Some(&n(1))
+            })
+            .then_error(|| {
+                UpdateItemError::ConditionalCheckFailedException(
+                    ConditionalCheckFailedException::builder()
+                        .item(PARTITION_KEY, s("STOCK#book"))
+                        .build(),
+                )
+            });
+        let second_read = read(stock_item(4, 2, 0, 6));
+        let written = mock!(Client::update_item)
+            .match_requests(|r| {
+                let values = r.expression_attribute_values();
+                values.and_then(|v| v.get(":reserved")) == Some(&n(2))
+                    && values.and_then(|v| v.get(":stocked")) == Some(&n(12))
+            })
+            .then_output(|| {
+                UpdateItemOutput::builder()
+                    .set_attributes(Some(stock_item(10, 2, 0, 12)))
+                    .build()
+            });
+        let store = mock_store(&[&first_read, &refused, &second_read, &written]);
+        let level = store.set_available("book", 10).await.expect("counted");
+        assert_eq!(
+            (level.available, level.reserved, level.stocked),
+            (10, 2, Some(12))
+        );
+        assert_eq!(written.num_calls(), 1);
     }
 }

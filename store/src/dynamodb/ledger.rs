@@ -14,6 +14,7 @@ use super::table::{PARTITION_KEY, prefix};
 use super::{DynamoStore, Transacted, Written, failed};
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
+use crate::ports::Page;
 use crate::sandbox::ledger::{
     ChargeAdded, Ledger, LedgerCharge, PaymentVoid, RefundAdded, ShipmentAdded, Shipping,
 };
@@ -333,5 +334,29 @@ impl Ledger for DynamoStore {
             Written::Done(_) => Ok(Shipping::Voided),
             Written::Refused(found) => shipping_from(order_id, found.as_ref()),
         }
+    }
+
+    /// The `CHARGE#` items (`CHARGE-ID#` pointers have another prefix).
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, StoreError> {
+        let (items, next) = self.scan_prefix(prefix::CHARGE, after, limit).await?;
+        let items = items
+            .iter()
+            .map(|item| charge_from(item).map(|c| c.charge))
+            .collect::<Result<_, _>>()?;
+        Ok(Page { items, next })
+    }
+
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, StoreError> {
+        let (items, next) = self.scan_prefix(prefix::REFUND, after, limit).await?;
+        let items = items.iter().map(refund_from).collect::<Result<_, _>>()?;
+        Ok(Page { items, next })
     }
 }

@@ -8,12 +8,13 @@
 //! the item as it was (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), which tells a replay from
 //! a conflict without a second read. Multi-item changes (a reservation and its stock, a release)
 //! are one `TransactWriteItems`. Every read a decision depends on is strongly consistent; the
-//! one index (pending approvals) cannot be, see `orders.rs`.
+//! one index (pending approvals) cannot be, see `orders.rs`. Listings (for `fulfillment audit`)
+//! are consistent `Scan`s of one item kind, by its key prefix.
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
 //! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `execution_arn`, `charge_id` with `charged_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
-//! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N |
+//! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N, `stocked` N (absent on items last counted before it was kept) |
 //! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `updated_at` |
 //! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`; `refund_key` once refunded |
 //! | sandbox charge id | `SANDBOX#CHARGE-ID#{charge id}` | `idempotency_key` (of the charge) |
@@ -168,6 +169,48 @@ impl DynamoStore {
             }
         }
         Ok(found)
+    }
+
+    /// A page of the items whose key starts with `prefix` (one item kind), in the table's scan
+    /// order, after the key `after`: a `Scan` with `ConsistentRead`, filtered by
+    /// `begins_with(pk, prefix)`, its `ExclusiveStartKey` the cursor. DynamoDB's `Limit` counts
+    /// the items it reads, before the filter, so the scan goes on until `limit` items match
+    /// or the table ends; the cursor is the last key read (an item of any kind).
+    pub(crate) async fn scan_prefix(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<Item>, Option<String>), StoreError> {
+        let wanted = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
+        let condition = format!("begins_with(#{PARTITION_KEY}, :prefix)");
+        let mut items = Vec::new();
+        let mut start = after.map(|pk| key(pk.to_owned()));
+        loop {
+            let remaining = wanted - items.len();
+            let page = self
+                .client
+                .scan()
+                .table_name(&*self.table)
+                .consistent_read(true)
+                .filter_expression(&condition)
+                .set_expression_attribute_names(Some(names(&[&condition])))
+                .expression_attribute_values(":prefix", codec::s(prefix))
+                .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk("Scan"))?;
+            items.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            let next = match &start {
+                None => None,
+                Some(last) => Some(codec::Fields::of(last).string(PARTITION_KEY)?),
+            };
+            if next.is_none() || items.len() >= wanted {
+                return Ok((items, next));
+            }
+        }
     }
 
     /// Puts `item` unless an item with its key exists (`attribute_not_exists(pk)`), in one round

@@ -19,7 +19,7 @@ use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+    Created, Decided, DecisionPlan, OrderRepository, Page, PendingApproval, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -418,6 +418,16 @@ impl OrderRepository for DynamoStore {
         pending.sort_by(|a, b| (a.requested_at, &a.order_id).cmp(&(b.requested_at, &b.order_id)));
         pending.truncate(limit);
         Ok(pending)
+    }
+
+    async fn list_orders(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let (items, next) = self.scan_prefix(prefix::ORDER, after, limit).await?;
+        let items = items.iter().map(order_from).collect::<Result<_, _>>()?;
+        Ok(Page { items, next })
     }
 }
 

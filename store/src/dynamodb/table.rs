@@ -166,3 +166,29 @@ fn check_shape(table: &str, description: Option<&TableDescription>) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::prefix::*;
+
+    /// A listing scans one item kind by its prefix (`begins_with`): no kind may take another's.
+    #[test]
+    fn no_item_kind_prefix_starts_another() {
+        let all = [
+            ORDER,
+            STOCK,
+            RESERVATION,
+            CHARGE,
+            CHARGE_ID,
+            PAYMENT,
+            REFUND,
+            SHIPMENT,
+            ATTEMPT,
+        ];
+        for a in all {
+            for b in all.iter().filter(|b| **b != a) {
+                assert!(!b.starts_with(a), "{b} starts with {a}");
+            }
+        }
+    }
+}

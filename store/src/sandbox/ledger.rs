@@ -10,6 +10,7 @@
 
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
+use crate::ports::Page;
 use async_trait::async_trait;
 
 /// A charge as the provider keeps it: with the payment method, which a replay must match too.
@@ -108,4 +109,18 @@ pub trait Ledger: Send + Sync {
     /// Voids the order's shipping unless it was shipped (idempotent); returns what it found:
     /// `Voided` or `Shipped`, never `Open`.
     async fn void_shipping(&self, order_id: &OrderId) -> Result<Shipping, StoreError>;
+
+    /// Every charge, a page at a time (see [`Page`]).
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, StoreError>;
+
+    /// Every refund, a page at a time (see [`Page`]).
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, StoreError>;
 }

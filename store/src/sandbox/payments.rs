@@ -6,7 +6,7 @@ use super::ledger::{ChargeAdded, Ledger, LedgerCharge, PaymentVoid, RefundAdded}
 use super::{PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, derive_id};
 use crate::domain::{Charge, OrderId, Refund};
 use crate::error::GatewayError;
-use crate::ports::{ChargeRequest, PaymentGateway, Refunded};
+use crate::ports::{ChargeRequest, Page, PaymentGateway, Refunded};
 use crate::sqlite::SqliteStore;
 use async_trait::async_trait;
 use chrono::Utc;
@@ -200,5 +200,21 @@ impl<L: Ledger> PaymentGateway for SandboxPayments<L> {
             RefundAdded::KeyUsed(found) => refund_replay(found, id),
             RefundAdded::ChargeRefunded(found) => Ok(Refunded::Already(found)),
         }
+    }
+
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, GatewayError> {
+        Ok(self.ledger.list_charges(after, limit).await?)
+    }
+
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, GatewayError> {
+        Ok(self.ledger.list_refunds(after, limit).await?)
     }
 }

@@ -12,7 +12,7 @@
 use super::{SqliteStore, get_json, get_ts, get_u64, immediate, now, to_json, to_sql_u64};
 use crate::domain::*;
 use crate::error::StoreError;
-use crate::ports::{InventoryRepository, Released, Reserved};
+use crate::ports::{InventoryRepository, Page, Released, Reserved};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -30,43 +30,52 @@ struct Row {
     released_unreserved: bool,
 }
 
+const SELECT_RESERVATION: &str =
+    "SELECT order_id, lines, status, created_at, released_unreserved FROM reservations";
+
+fn row_from(r: &rusqlite::Row) -> rusqlite::Result<Row> {
+    let order_id: String = r.get(0)?;
+    let status = match r.get::<_, String>(2)?.as_str() {
+        "HELD" => ReservationStatus::Held,
+        "RELEASED" => ReservationStatus::Released,
+        "SHIPPED" => ReservationStatus::Shipped,
+        other => return Err(super::bad_column(2, format!("unknown status {other}"))),
+    };
+    Ok(Row {
+        reservation: Reservation {
+            order_id: OrderId::parse(&order_id).map_err(|e| super::bad_column(0, e))?,
+            lines: get_json(r, 1)?,
+            status,
+            created_at: get_ts(r, 3)?,
+        },
+        released_unreserved: r.get(4)?,
+    })
+}
+
 fn load(conn: &Connection, id: &OrderId) -> Result<Option<Row>, StoreError> {
     Ok(conn
-        .prepare_cached(
-            "SELECT lines, status, created_at, released_unreserved FROM reservations \
-             WHERE order_id = ?1",
-        )?
-        .query_row([id.as_str()], |r| {
-            let status = match r.get::<_, String>(1)?.as_str() {
-                "HELD" => ReservationStatus::Held,
-                "RELEASED" => ReservationStatus::Released,
-                "SHIPPED" => ReservationStatus::Shipped,
-                other => return Err(super::bad_column(1, format!("unknown status {other}"))),
-            };
-            Ok(Row {
-                reservation: Reservation {
-                    order_id: id.clone(),
-                    lines: get_json(r, 0)?,
-                    status,
-                    created_at: get_ts(r, 2)?,
-                },
-                released_unreserved: r.get(3)?,
-            })
-        })
+        .prepare_cached(&format!("{SELECT_RESERVATION} WHERE order_id = ?1"))?
+        .query_row([id.as_str()], row_from)
         .optional()?)
+}
+
+const SELECT_STOCK: &str = "SELECT sku, available, reserved, shipped, stocked FROM stock";
+
+fn stock_from(r: &rusqlite::Row) -> rusqlite::Result<StockLevel> {
+    Ok(StockLevel {
+        sku: r.get(0)?,
+        available: get_u64(r, 1)?,
+        reserved: get_u64(r, 2)?,
+        shipped: get_u64(r, 3)?,
+        // Migration 6 set it on every row.
+        stocked: Some(get_u64(r, 4)?),
+    })
 }
 
 fn stock_level(conn: &Connection, sku: &str) -> Result<Option<StockLevel>, StoreError> {
     Ok(conn
-        .prepare_cached("SELECT available, reserved, shipped FROM stock WHERE sku = ?1")?
-        .query_row([sku], |r| {
-            Ok(StockLevel {
-                sku: sku.to_owned(),
-                available: get_u64(r, 0)?,
-                reserved: get_u64(r, 1)?,
-                shipped: get_u64(r, 2)?,
-            })
-        })
+        .prepare_cached(&format!("{SELECT_STOCK} WHERE sku = ?1"))?
+        .query_row([sku], stock_from)
         .optional()?)
 }
 
@@ -108,9 +117,13 @@ impl InventoryRepository for SqliteStore {
         let count = to_sql_u64(available, "available quantity")?;
         self.write(move |conn| {
             let tx = immediate(conn)?;
+            // What is held or gone stays so: the count sets what is available, and the total
+            // follows from it (in the same statement, so nothing moves in between).
             tx.prepare_cached(
-                "INSERT INTO stock (sku, available, reserved, shipped) VALUES (?1, ?2, 0, 0) \
-                 ON CONFLICT (sku) DO UPDATE SET available = excluded.available",
+                "INSERT INTO stock (sku, available, reserved, shipped, stocked) \
+                 VALUES (?1, ?2, 0, 0, ?2) \
+                 ON CONFLICT (sku) DO UPDATE SET available = excluded.available, \
+                 stocked = excluded.available + reserved + shipped",
             )?
             .execute(params![sku, count])?;
             let level = stock_level(&tx, &sku)?
@@ -250,5 +263,47 @@ impl InventoryRepository for SqliteStore {
         let id = order_id.clone();
         self.read(move |conn| Ok(load(conn, &id)?.map(|row| row.reservation)))
             .await
+    }
+
+    /// Keyset pagination by SKU: the cursor is the last SKU of the page.
+    async fn list_stock(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<StockLevel>, StoreError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = limit.max(1);
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_STOCK} WHERE sku > ?1 ORDER BY sku LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![after, i64::from(limit)], stock_from)?;
+            let levels = rows.collect::<Result<Vec<_>, _>>()?;
+            Ok(Page::keyed(levels, limit, |s| s.sku.clone()))
+        })
+        .await
+    }
+
+    /// Keyset pagination by order id: the cursor is the last order id of the page.
+    async fn list_reservations(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Reservation>, StoreError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = limit.max(1);
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_RESERVATION} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![after, i64::from(limit)], |r| {
+                row_from(r).map(|row| row.reservation)
+            })?;
+            let reservations = rows.collect::<Result<Vec<_>, _>>()?;
+            Ok(Page::keyed(reservations, limit, |r| {
+                r.order_id.as_str().to_owned()
+            }))
+        })
+        .await
     }
 }

@@ -6,6 +6,7 @@
 use super::{SqliteStore, bad_column, get_ts, get_u64, immediate, to_sql_u64, ts};
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
+use crate::ports::Page;
 use crate::sandbox::ledger::{
     ChargeAdded, Ledger, LedgerCharge, PaymentVoid, RefundAdded, ShipmentAdded, Shipping,
 };
@@ -75,28 +76,48 @@ fn charge_of_order(conn: &Connection, id: &OrderId) -> Result<Option<LedgerCharg
         .optional()?)
 }
 
+const SELECT_REFUND: &str = "SELECT idempotency_key, refund_id, charge_id, order_id, \
+    amount_cents, created_at FROM sandbox_refunds";
+
+fn refund_from_row(r: &rusqlite::Row) -> rusqlite::Result<Refund> {
+    let order_id: String = r.get(3)?;
+    Ok(Refund {
+        idempotency_key: r.get(0)?,
+        refund_id: r.get(1)?,
+        charge_id: r.get(2)?,
+        order_id: OrderId::parse(&order_id).map_err(|e| bad_column(3, e))?,
+        amount_cents: get_u64(r, 4)?,
+        created_at: get_ts(r, 5)?,
+    })
+}
+
 fn refund_where(
     conn: &Connection,
     column: &str,
     value: &str,
 ) -> Result<Option<Refund>, StoreError> {
     Ok(conn
-        .prepare_cached(&format!(
-            "SELECT idempotency_key, refund_id, charge_id, order_id, amount_cents, created_at \
-             FROM sandbox_refunds WHERE {column} = ?1"
-        ))?
-        .query_row([value], |r| {
-            let order_id: String = r.get(3)?;
-            Ok(Refund {
-                idempotency_key: r.get(0)?,
-                refund_id: r.get(1)?,
-                charge_id: r.get(2)?,
-                order_id: OrderId::parse(&order_id).map_err(|e| bad_column(3, e))?,
-                amount_cents: get_u64(r, 4)?,
-                created_at: get_ts(r, 5)?,
-            })
-        })
+        .prepare_cached(&format!("{SELECT_REFUND} WHERE {column} = ?1"))?
+        .query_row([value], refund_from_row)
         .optional()?)
+}
+
+/// A page of `table` in idempotency-key order, after the key `after` (keyset pagination: the
+/// cursor is the last key of the page).
+fn page_by_key<T>(
+    conn: &Connection,
+    select: &str,
+    after: &str,
+    limit: u32,
+    from_row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
+    key: impl Fn(&T) -> String,
+) -> Result<Page<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "{select} WHERE idempotency_key > ?1 ORDER BY idempotency_key LIMIT ?2"
+    ))?;
+    let rows = stmt.query_map(params![after, i64::from(limit)], from_row)?;
+    let items = rows.collect::<Result<Vec<_>, _>>()?;
+    Ok(Page::keyed(items, limit, key))
 }
 
 fn shipment(conn: &Connection, id: &OrderId) -> Result<Option<Shipment>, StoreError> {
@@ -288,6 +309,37 @@ impl Ledger for SqliteStore {
                 return Ok(Shipping::Voided);
             }
             Ok(found)
+        })
+        .await
+    }
+
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, StoreError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = limit.max(1);
+        self.read(move |conn| {
+            let from_row = |r: &rusqlite::Row| charge_from_row(r).map(|c| c.charge);
+            page_by_key(conn, SELECT_CHARGE, &after, limit, from_row, |c| {
+                c.idempotency_key.clone()
+            })
+        })
+        .await
+    }
+
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, StoreError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = limit.max(1);
+        self.read(move |conn| {
+            page_by_key(conn, SELECT_REFUND, &after, limit, refund_from_row, |r| {
+                r.idempotency_key.clone()
+            })
         })
         .await
     }

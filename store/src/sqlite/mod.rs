@@ -19,7 +19,7 @@ pub use schema::SCHEMA_VERSION;
 
 use crate::error::StoreError;
 use crate::sandbox::{SandboxPayments, SandboxShipping};
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -88,6 +88,40 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 writer: Mutex::new(writer),
+                reader: Mutex::new(reader),
+                path,
+            }),
+        })
+    }
+
+    /// Opens an existing file for reading only, beside a service that may be writing it (WAL
+    /// lets readers run beside the writer, in this process or another): nothing is created or
+    /// migrated, and every write is refused by SQLite. The file must have this build's schema
+    /// version, so that each read means what this build means by it. Blocking.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let open = || -> Result<Connection, StoreError> {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(&path, flags)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            Ok(conn)
+        };
+        let reader = open()?;
+        let version = schema::version(&reader)?;
+        if version != SCHEMA_VERSION {
+            let advice = if version < SCHEMA_VERSION {
+                "start `fulfillment serve` of this build on it once to migrate it"
+            } else {
+                "use the build that wrote it"
+            };
+            return Err(StoreError::Internal(format!(
+                "{} has schema version {version}, this build reads {SCHEMA_VERSION}: {advice}",
+                path.display()
+            )));
+        }
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(open()?),
                 reader: Mutex::new(reader),
                 path,
             }),

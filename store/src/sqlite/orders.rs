@@ -9,7 +9,7 @@ use super::{
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, OrderRepository, PendingApproval, warn_if_other_charge,
+    Created, Decided, DecisionPlan, OrderRepository, Page, PendingApproval, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -333,6 +333,25 @@ impl OrderRepository for SqliteStore {
                 },
             )?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    /// Keyset pagination by order id: the cursor is the last id of the page.
+    async fn list_orders(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = limit.max(1);
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_ORDER} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![after, i64::from(limit)], order_from_row)?;
+            let orders = rows.collect::<Result<Vec<_>, _>>()?;
+            Ok(Page::keyed(orders, limit, |o| o.id().as_str().to_owned()))
         })
         .await
     }

@@ -103,6 +103,14 @@ ALTER TABLE orders ADD COLUMN charge_id TEXT;
     r#"
 ALTER TABLE orders ADD COLUMN charged_at TEXT;
 "#,
+    // 6: what each SKU holds in all, so that conservation (available + reserved + shipped =
+    // stocked) can be checked. Only a count (`set_available`) changes it; reservations, releases
+    // and shipments move units between the other three. Rows from before start balanced: the
+    // counts they hold are taken as what was stocked.
+    r#"
+ALTER TABLE stock ADD COLUMN stocked INTEGER NOT NULL DEFAULT 0 CHECK (stocked >= 0);
+UPDATE stock SET stocked = available + reserved + shipped;
+"#,
 ];
 
 /// The schema version this build writes.
@@ -208,6 +216,23 @@ mod tests {
             )
             .unwrap();
         assert_eq!((charge_id.as_deref(), charged_at), (Some("ch_1"), None));
+    }
+
+    #[test]
+    fn stock_from_before_the_total_was_kept_starts_balanced() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn, 5).unwrap();
+        conn.execute_batch(
+            "INSERT INTO stock (sku, available, reserved, shipped) VALUES ('book', 3, 2, 5)",
+        )
+        .unwrap();
+        assert_eq!(migrate(&mut conn, 6).unwrap(), 1);
+        let stocked: i64 = conn
+            .query_row("SELECT stocked FROM stock WHERE sku = 'book'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(stocked, 10);
     }
 
     #[test]

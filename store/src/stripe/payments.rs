@@ -15,7 +15,7 @@
 use super::{Answer, Client, StripeConfig, StripeConfigError};
 use crate::domain::{Charge, OrderId, Refund};
 use crate::error::GatewayError;
-use crate::ports::{ChargeRequest, PaymentGateway, Refunded};
+use crate::ports::{ChargeRequest, Page, PaymentGateway, Refunded};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -63,6 +63,37 @@ struct StripeRefund {
 #[derive(Debug, Deserialize)]
 struct List<T> {
     data: Vec<T>,
+    #[serde(default)]
+    has_more: bool,
+}
+
+/// The most objects Stripe returns in one list call.
+const LIST_LIMIT: u32 = 100;
+
+/// An object of a Stripe list, which continues after an object's id (`starting_after`).
+trait Listed: serde::de::DeserializeOwned {
+    fn id(&self) -> &str;
+}
+
+impl Listed for PaymentIntent {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Listed for StripeRefund {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The order an object's `metadata[order_id]` names: set on every intent and refund this
+/// service makes. Objects without one (or with one that is no order id) are another
+/// integration's on the same account.
+fn order_of(metadata: &HashMap<String, String>) -> Option<OrderId> {
+    metadata
+        .get("order_id")
+        .and_then(|id| OrderId::parse(id).ok())
 }
 
 fn timestamp(seconds: i64) -> Result<DateTime<Utc>, GatewayError> {
@@ -152,6 +183,32 @@ impl StripePayments {
             return Ok(None);
         }
         intent.into_charge(order_id).map(Some)
+    }
+
+    /// One page of the list at `path` (newest first, Stripe's order) after the object `after`,
+    /// and the cursor of the next: the last object's id while Stripe has more.
+    async fn list<T: Listed>(
+        &self,
+        path: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<T>, Option<String>), GatewayError> {
+        let limit = limit.clamp(1, LIST_LIMIT).to_string();
+        let mut query = vec![("limit", limit.as_str())];
+        if let Some(after) = after {
+            query.push(("starting_after", after));
+        }
+        let request = self.client.get(path).query(&query);
+        match self.client.send::<List<T>>(request).await? {
+            Answer::Ok { body, .. } => {
+                let next = match body.data.last() {
+                    Some(last) if body.has_more => Some(last.id().to_owned()),
+                    _ => None,
+                };
+                Ok((body.data, next))
+            }
+            Answer::Failed { status, error } => Err(self.client.classify(status, &error)),
+        }
     }
 
     /// The order's refund, looked up after Stripe said the charge was refunded already (under
@@ -285,5 +342,63 @@ impl PaymentGateway for StripePayments {
             }
             Answer::Failed { status, error } => Err(self.client.classify(status, &error)),
         }
+    }
+
+    /// `GET /v1/payment_intents`: the succeeded intents that name an order (a refunded intent
+    /// stays `succeeded`; declined attempts took nothing). A page may hold fewer charges than
+    /// the intents Stripe listed.
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Charge>, GatewayError> {
+        let (intents, next) = self
+            .list::<PaymentIntent>("/v1/payment_intents", after, limit)
+            .await?;
+        let mut items = Vec::new();
+        for intent in intents {
+            if intent.status != "succeeded" {
+                continue;
+            }
+            if let Some(order_id) = order_of(&intent.metadata) {
+                items.push(intent.into_charge(&order_id)?);
+            }
+        }
+        Ok(Page { items, next })
+    }
+
+    /// `GET /v1/refunds`: the refunds that name an order and count (pending ones too, see
+    /// `StripeRefund::counts`). A refund made outside this service (the dashboard) names no
+    /// order and is not listed.
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Refund>, GatewayError> {
+        let (refunds, next) = self
+            .list::<StripeRefund>("/v1/refunds", after, limit)
+            .await?;
+        let mut items = Vec::new();
+        for refund in refunds.into_iter().filter(StripeRefund::counts) {
+            let (Some(order_id), Some(intent)) =
+                (order_of(&refund.metadata), refund.payment_intent.clone())
+            else {
+                continue;
+            };
+            let key = refund
+                .metadata
+                .get("idempotency_key")
+                .cloned()
+                .unwrap_or_else(|| order_id.refund_key());
+            items.push(Refund {
+                refund_id: refund.id,
+                idempotency_key: key,
+                charge_id: intent,
+                order_id,
+                amount_cents: refund.amount,
+                created_at: timestamp(refund.created)?,
+            });
+        }
+        Ok(Page { items, next })
     }
 }

@@ -1,0 +1,158 @@
+//! The books the audit checks, collected through the ports: the provider's charges and refunds,
+//! the store's orders, stock and reservations, and what the workflow says of the orders still
+//! running and of the parked approval tokens.
+//!
+//! The reads are in the order that keeps a busy service's own progress from looking like a
+//! violation where it can: refunds before charges (a refund's charge exists before it), the
+//! provider before the orders (an order exists before its charge). What still moves between
+//! two reads is re-checked (see `run`).
+
+use super::AuditError;
+use super::executions::Executions;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use store::{
+    Charge, InventoryRepository, Order, OrderId, OrderRepository, OrderStatus, Page,
+    PaymentGateway, Refund, Reservation, StockLevel,
+};
+
+/// Items per listing call: a DynamoDB scan page reads at most this many items (at most 1 MB);
+/// Stripe takes at most 100 (its gateway asks for no more).
+const PAGE: u32 = 500;
+
+/// Where the books are read.
+#[derive(Clone)]
+pub struct Sources {
+    pub orders: Arc<dyn OrderRepository>,
+    pub inventory: Arc<dyn InventoryRepository>,
+    pub payments: Arc<dyn PaymentGateway>,
+    pub executions: Arc<dyn Executions>,
+}
+
+/// What the rules need of an order (a few fields of it, so that a large store's books fit in
+/// memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderView {
+    pub id: OrderId,
+    pub status: OrderStatus,
+    pub amount_cents: u64,
+    pub currency: String,
+    pub execution_arn: Option<String>,
+    /// The charge the order records (`Order::charge_id`).
+    pub charge_id: Option<String>,
+    /// The approval task token parked on the order, if one is.
+    pub parked_token: Option<String>,
+}
+
+impl From<Order> for OrderView {
+    fn from(o: Order) -> OrderView {
+        OrderView {
+            id: o.new.order_id,
+            status: o.status,
+            amount_cents: o.new.amount_cents,
+            currency: o.new.currency,
+            execution_arn: o.execution_arn,
+            charge_id: o.charge_id,
+            parked_token: o.approval.and_then(|a| a.task_token),
+        }
+    }
+}
+
+/// Everything the rules look at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Books {
+    pub orders: Vec<OrderView>,
+    pub stock: Vec<StockLevel>,
+    pub reservations: Vec<Reservation>,
+    pub charges: Vec<Charge>,
+    pub refunds: Vec<Refund>,
+    /// The status of the execution of every order still running, by ARN (`None`: the workflow
+    /// has no such execution).
+    pub executions: HashMap<String, Option<String>>,
+    /// For every approval token parked on an order awaiting a decision: whether it is an open
+    /// task of a running execution.
+    pub open_tokens: HashMap<String, bool>,
+}
+
+/// Every item of a listing, page after page.
+async fn all<T, E, F, Fut>(what: &'static str, mut list: F) -> Result<Vec<T>, AuditError>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<Page<T>, E>>,
+    AuditError: From<E>,
+{
+    let mut items = Vec::new();
+    let mut after = None;
+    loop {
+        let page = list(after).await?;
+        items.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    tracing::debug!(count = items.len(), "listed {what}");
+    Ok(items)
+}
+
+impl Books {
+    /// Reads the books from `sources` (see the module docs for the order of the reads).
+    pub async fn collect(sources: &Sources) -> Result<Books, AuditError> {
+        let payments = sources.payments.as_ref();
+        let refunds = all("refunds", |after| async move {
+            payments.list_refunds(after.as_deref(), PAGE).await
+        })
+        .await?;
+        let charges = all("charges", |after| async move {
+            payments.list_charges(after.as_deref(), PAGE).await
+        })
+        .await?;
+        let orders = sources.orders.as_ref();
+        let orders: Vec<OrderView> = all("orders", |after| async move {
+            orders
+                .list_orders(after.as_deref(), PAGE)
+                .await
+                .map(|page| Page {
+                    items: page.items.into_iter().map(OrderView::from).collect(),
+                    next: page.next,
+                })
+        })
+        .await?;
+        let inventory = sources.inventory.as_ref();
+        let stock = all("stock", |after| async move {
+            inventory.list_stock(after.as_deref(), PAGE).await
+        })
+        .await?;
+        let reservations = all("reservations", |after| async move {
+            inventory.list_reservations(after.as_deref(), PAGE).await
+        })
+        .await?;
+
+        let mut executions = HashMap::new();
+        let mut open_tokens = HashMap::new();
+        for o in orders.iter().filter(|o| !o.status.is_terminal()) {
+            if let Some(arn) = &o.execution_arn
+                && !executions.contains_key(arn)
+            {
+                let status = sources.executions.status(arn).await?;
+                executions.insert(arn.clone(), status);
+            }
+            if o.status == OrderStatus::AwaitingApproval
+                && let Some(token) = &o.parked_token
+            {
+                let open = sources.executions.task_open(token).await?;
+                open_tokens.insert(token.clone(), open);
+            }
+        }
+        Ok(Books {
+            orders,
+            stock,
+            reservations,
+            charges,
+            refunds,
+            executions,
+            open_tokens,
+        })
+    }
+}
