@@ -342,6 +342,17 @@ impl Server {
         }
     }
 
+    /// Polls until the order is in a terminal status (`COMPLETED`, `CANCELLED`,
+    /// `COMPENSATION_FAILED`) and its execution has ended too.
+    pub async fn settles(&self, order_id: &str) -> Value {
+        self.polls_until(
+            order_id,
+            |s| is_terminal(s["status"].as_str()) && s["executionStatus"] != "RUNNING",
+            "terminal with its execution ended",
+        )
+        .await
+    }
+
     pub async fn decide(&self, order_id: &str, decision: &str) -> Reply {
         self.operator(
             Method::POST,
@@ -421,6 +432,22 @@ impl Reply {
     pub fn replayed(&self) -> bool {
         self.header("idempotent-replayed") == Some("true")
     }
+
+    /// The kind of a problem+json answer: the last segment of its `type`
+    /// (`https://fulfillment.dev/problems/approval-expired` → `approval-expired`).
+    pub fn problem(&self) -> Option<String> {
+        let body: Value = serde_json::from_str(&self.text).ok()?;
+        let kind = body["type"].as_str()?.rsplit('/').next()?;
+        Some(kind.to_owned())
+    }
+}
+
+/// Whether an order status is one its saga ends in.
+pub fn is_terminal(status: Option<&str>) -> bool {
+    matches!(
+        status,
+        Some("COMPLETED" | "CANCELLED" | "COMPENSATION_FAILED")
+    )
 }
 
 /// An order for `quantity` × `sku` at `unit_price_cents`, paid with `payment_method`.
