@@ -216,6 +216,13 @@ impl Server {
         assert_eq!(rc, 0, "kill -TERM {pid}");
     }
 
+    /// Sends SIGKILL (`Child::kill` on unix) and reaps the process: it dies mid-whatever, as
+    /// in a crash.
+    pub fn kill(&mut self) -> ExitStatus {
+        let _ = self.child.kill();
+        self.child.wait().expect("wait for the killed service")
+    }
+
     /// Waits for the process to end (polled, within `deadline`); kills it and panics if it
     /// does not.
     pub fn wait(&mut self, deadline: Duration) -> ExitStatus {
