@@ -263,6 +263,61 @@ async fn expired_approval_window_refunds_and_releases() {
     assert!(matches!(late, DecisionResult::NotAwaiting(_)), "{late:?}");
 }
 
+/// The window closes between an operator's read of the order and the decision's answer to the
+/// workflow: the decision is recorded, but the token is dead and the state timed out, so it
+/// took no effect, and neither do the same decision again or the other one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_that_reaches_a_closed_approval_window_takes_no_effect() {
+    let settings = SagaSettings {
+        approval_timeout: Duration::from_secs(2),
+        ..SagaSettings::default()
+    };
+    let mut saga = Saga::start(settings).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-too-late", "piano")).await;
+    saga.reaches("o-too-late", OrderStatus::AwaitingApproval)
+        .await;
+    // Without workers nothing compensates yet: the order still looks parked when the window
+    // closes, as it does for a moment with them.
+    saga.stop_workers().await;
+    let deadline = std::time::Instant::now() + harness::DEADLINE;
+    while !saga
+        .event_types(&order)
+        .await
+        .iter()
+        .any(|e| e == "ActivityTimedOut")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the window never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for decision in [Decision::Approve, Decision::Approve, Decision::Reject] {
+        let late = decide(
+            saga.ports.orders.as_ref(),
+            saga.workflow.as_ref(),
+            order.id(),
+            decision,
+            "ops",
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(late, DecisionResult::Expired(_)), "{late:?}");
+    }
+
+    saga.start_workers();
+    let done = saga.finished(&order).await;
+    assert_eq!(done.error.as_deref(), Some("States.Timeout"), "{done:?}");
+    assert_eq!(
+        saga.order("o-too-late").await.status,
+        OrderStatus::Cancelled
+    );
+    assert!(refunded(&saga, "o-too-late").await);
+    assert_eq!(saga.level("piano").await, (1, 0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rejected_shipment_refunds_and_releases() {
     let saga = Saga::default().await;

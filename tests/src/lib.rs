@@ -266,6 +266,13 @@ impl Server {
         assert_eq!(rc, 0, "kill -TERM {pid}");
     }
 
+    /// Sends SIGKILL (`Child::kill` on unix) and reaps the process: it dies mid-whatever, as
+    /// in a crash.
+    pub fn kill(&mut self) -> ExitStatus {
+        let _ = self.child.kill();
+        self.child.wait().expect("wait for the killed service")
+    }
+
     /// Waits for the process to end (polled, within `deadline`); kills it and panics if it
     /// does not.
     pub fn wait(&mut self, deadline: Duration) -> ExitStatus {
@@ -392,6 +399,17 @@ impl Server {
         }
     }
 
+    /// Polls until the order is in a terminal status (`COMPLETED`, `CANCELLED`,
+    /// `COMPENSATION_FAILED`) and its execution has ended too.
+    pub async fn settles(&self, order_id: &str) -> Value {
+        self.polls_until(
+            order_id,
+            |s| is_terminal(s["status"].as_str()) && s["executionStatus"] != "RUNNING",
+            "terminal with its execution ended",
+        )
+        .await
+    }
+
     pub async fn decide(&self, order_id: &str, decision: &str) -> Reply {
         self.operator(
             Method::POST,
@@ -471,6 +489,22 @@ impl Reply {
     pub fn replayed(&self) -> bool {
         self.header("idempotent-replayed") == Some("true")
     }
+
+    /// The kind of a problem+json answer: the last segment of its `type`
+    /// (`https://fulfillment.dev/problems/approval-expired` → `approval-expired`).
+    pub fn problem(&self) -> Option<String> {
+        let body: Value = serde_json::from_str(&self.text).ok()?;
+        let kind = body["type"].as_str()?.rsplit('/').next()?;
+        Some(kind.to_owned())
+    }
+}
+
+/// Whether an order status is one its saga ends in.
+pub fn is_terminal(status: Option<&str>) -> bool {
+    matches!(
+        status,
+        Some("COMPLETED" | "CANCELLED" | "COMPENSATION_FAILED")
+    )
 }
 
 /// An order for `quantity` × `sku` at `unit_price_cents`, paid with `payment_method`.

@@ -1,5 +1,6 @@
 //! Idempotency under concurrency, against the real binary: many identical orders at once start
-//! one execution and charge once; many decisions at once apply exactly one.
+//! one execution and charge once; many decisions at once apply exactly one; many orders at once
+//! for the last units of a SKU never oversell it.
 
 use reqwest::StatusCode;
 use std::collections::HashSet;
@@ -94,8 +95,14 @@ async fn twenty_concurrent_decisions_apply_exactly_one() {
             assert_eq!(reply.json()["decision"], winner, "{}", reply.text);
         } else {
             assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text);
+            assert_eq!(reply.problem().as_deref(), Some("approval-conflict"));
         }
     }
+    let replays = replies.iter().filter(|(_, r)| r.replayed()).count();
+    assert_eq!(
+        replays, 9,
+        "the winner's other nine are replays: {replies:#?}"
+    );
 
     let (end, failure) = if winner == "approve" {
         ("COMPLETED", None)
@@ -107,6 +114,56 @@ async fn twenty_concurrent_decisions_apply_exactly_one() {
     if let Some(error) = failure {
         assert_eq!(done["failure"]["error"], error, "{done}");
     }
+
+    Arc::into_inner(server).unwrap().stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_concurrent_orders_for_five_units_ship_five_and_never_oversell() {
+    let db = Db::new();
+    let server = Arc::new(Server::start(&db));
+    server.stock("last-ones", 5).await;
+
+    let placed: Vec<_> = (0..40)
+        .map(|i| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let id = format!("last-{i}");
+                let reply = server
+                    .place(&order(&id, "last-ones", 1, 2_000, "pm_card_visa"))
+                    .await;
+                assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.text);
+                server.settles(&id).await
+            })
+        })
+        .collect();
+    let (mut completed, mut out_of_stock) = (0, 0);
+    for order in placed {
+        let end = order.await.unwrap();
+        match (end["status"].as_str(), end["failure"]["error"].as_str()) {
+            (Some("COMPLETED"), None) => {
+                assert_eq!(end["reservation"]["status"], "SHIPPED", "{end}");
+                completed += 1;
+            }
+            (Some("CANCELLED"), Some("Inventory.OutOfStock")) => {
+                assert!(end["payment"].is_null(), "charged without stock: {end}");
+                // Nothing held: no reservation, or the record that none was made.
+                assert!(
+                    end["reservation"].is_null() || end["reservation"]["status"] == "RELEASED",
+                    "{end}"
+                );
+                out_of_stock += 1;
+            }
+            _ => panic!("neither shipped nor out of stock: {end}"),
+        }
+    }
+    assert_eq!((completed, out_of_stock), (5, 35));
+    let stock = server
+        .request(reqwest::Method::GET, "/inventory/last-ones", None)
+        .await
+        .json();
+    assert_eq!(stock["available"], 0, "{stock}");
+    assert_eq!(stock["reserved"], 0, "{stock}");
 
     Arc::into_inner(server).unwrap().stop();
 }

@@ -10,6 +10,10 @@ pub const TEMPLATE: &str = include_str!("../order_saga.asl.json");
 /// The name the saga's state machine is registered under.
 pub const STATE_MACHINE_NAME: &str = "fulfillment-order-saga";
 
+/// The Task state that waits for an operator's decision; its `TimeoutSecondsPath` is the
+/// approval window, and only a heartbeat timeout is retried there.
+pub const APPROVAL_STATE: &str = "AwaitApproval";
+
 /// The saga's activities: each with its placeholder in the definition and its activity name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Activity {
@@ -163,6 +167,31 @@ mod tests {
             assert!(
                 state["Retry"].as_array().is_some_and(|r| !r.is_empty()),
                 "{name} needs a Retry"
+            );
+        }
+    }
+
+    #[test]
+    fn the_approval_state_waits_for_the_window_and_never_retries_its_timeout() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let state = &def["States"][APPROVAL_STATE];
+        assert_eq!(state["Type"], "Task");
+        assert!(
+            state["Resource"]
+                .as_str()
+                .unwrap()
+                .ends_with(Activity::AwaitApproval.name())
+        );
+        assert_eq!(state["TimeoutSecondsPath"], "$.approvalTimeoutSeconds");
+        // A decision that finds the state timed out with States.Timeout relies on this: the
+        // window's end is final.
+        for retrier in state["Retry"].as_array().unwrap() {
+            let errors = retrier["ErrorEquals"].as_array().unwrap();
+            assert!(
+                !errors
+                    .iter()
+                    .any(|e| e == "States.Timeout" || e == "States.ALL"),
+                "{retrier}"
             );
         }
     }

@@ -104,6 +104,18 @@ fn expired(order: &Order) -> bool {
     undecided && compensated && timed_out
 }
 
+fn window_closed(order: &Order) -> Response {
+    Problem::new(
+        ProblemKind::ApprovalExpired,
+        format!(
+            "the approval window of order {} ran out before a decision took effect; the order \
+             is cancelled",
+            order.id()
+        ),
+    )
+    .into_response()
+}
+
 fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
     Json(ApprovalResult {
         order_id: order.id().to_string(),
@@ -201,16 +213,9 @@ pub async fn decide_approval(
             );
             ("conflict", problem.into_response())
         }
+        Ok(DecisionResult::Expired(order)) => ("expired", window_closed(&order)),
         Ok(DecisionResult::NotAwaiting(order)) if expired(&order) => {
-            let problem = Problem::new(
-                ProblemKind::ApprovalExpired,
-                format!(
-                    "the approval window of order {} ran out; it is {}",
-                    order.id(),
-                    order.status.as_str()
-                ),
-            );
-            ("expired", problem.into_response())
+            ("expired", window_closed(&order))
         }
         Ok(DecisionResult::NotAwaiting(order)) => {
             let problem = Problem::new(

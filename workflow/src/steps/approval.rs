@@ -1,9 +1,11 @@
 //! AwaitApproval: parks the task token on the order and answers nothing; an operator's decision
 //! answers it later (`decide`). The keeper heartbeats parked tokens, so a token lost in a crash
 //! (handed out, never parked) times out within the state's HeartbeatSeconds and the engine
-//! re-issues the task; a decision whose answer was lost is replayed by the re-issued task.
+//! re-issues the task; a decision whose answer was lost is replayed by the re-issued task. A
+//! decision that reaches a token the approval window already closed took no effect, and says so.
 
 use super::{OrderInput, attempt, failed, load_order, store_failed};
+use crate::definition::APPROVAL_STATE;
 use crate::port::{WorkflowError, WorkflowPort};
 use crate::runtime::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
@@ -90,6 +92,10 @@ pub enum DecisionResult {
     Conflict(Order),
     /// The order is not awaiting approval (not yet, never, or no longer: e.g. the window expired).
     NotAwaiting(Order),
+    /// The approval window ran out before the decision reached the workflow: it took no
+    /// effect and the order is (or is about to be) cancelled with `States.Timeout`, although
+    /// the decision may be recorded on it.
+    Expired(Order),
     NotFound,
 }
 
@@ -126,6 +132,13 @@ pub async fn decide(
     }
     let (order, token) = match orders.decide(id, decision, by, reason, Utc::now()).await? {
         Decided::Applied { order, task_token } => (order, task_token),
+        // The decision made before may have come too late; then neither took effect.
+        Decided::Replayed(o) if window_ran_out(workflow, &o).await? => {
+            return Ok(DecisionResult::Expired(o));
+        }
+        Decided::Conflict(o) if window_ran_out(workflow, &o).await? => {
+            return Ok(DecisionResult::Expired(o));
+        }
         Decided::Replayed(o) => return Ok(DecisionResult::Replayed(o)),
         Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
         Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
@@ -147,12 +160,69 @@ pub async fn decide(
                 .await
         }
     };
-    match answered {
-        Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
+    let expired = match answered {
+        Ok(()) => false,
+        // A dead token: its heartbeat lapsed (a crash; the re-issued task answers from the
+        // recorded decision), or the window closed between the order's read and this answer.
+        Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
+            window_ran_out(workflow, &order).await?
+        }
         Err(e) => return Err(e.into()),
-    }
+    };
     let order = orders.get(id).await?.unwrap_or(order);
-    Ok(DecisionResult::Applied(order))
+    Ok(if expired {
+        DecisionResult::Expired(order)
+    } else {
+        DecisionResult::Applied(order)
+    })
+}
+
+/// Whether the approval window of `order` ran out: the approval state's last task attempt
+/// timed out with `States.Timeout`. The definition never retries that, so it is final; the
+/// workflow records it before the token dies, so a dead token's cause is always visible here.
+async fn window_ran_out(workflow: &dyn WorkflowPort, order: &Order) -> Result<bool, WorkflowError> {
+    let arn = order
+        .execution_arn
+        .clone()
+        .unwrap_or_else(|| workflow.execution_arn(order.id().as_str()));
+    let mut events = Vec::new();
+    let mut next_token = None;
+    loop {
+        let page = match workflow.get_execution_history(&arn, next_token, 1000).await {
+            Ok(page) => page,
+            Err(WorkflowError::ExecutionDoesNotExist(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        events.extend(page.events);
+        next_token = page.next_token;
+        if next_token.is_none() {
+            return Ok(approval_timed_out(&events));
+        }
+    }
+}
+
+/// Reads an AWS-shaped history, oldest event first: whether the last activity of the approval
+/// state that ended, ended in `ActivityTimedOut` with `States.Timeout`.
+fn approval_timed_out(events: &[Value]) -> bool {
+    let mut state = None;
+    let mut last_end = None;
+    for event in events {
+        let kind = event["type"].as_str().unwrap_or_default();
+        if kind.ends_with("StateEntered") {
+            state = event["stateEnteredEventDetails"]["name"].as_str();
+        } else if state == Some(APPROVAL_STATE)
+            && matches!(
+                kind,
+                "ActivitySucceeded" | "ActivityFailed" | "ActivityTimedOut"
+            )
+        {
+            last_end = Some(event);
+        }
+    }
+    last_end.is_some_and(|e| {
+        e["type"] == "ActivityTimedOut"
+            && e["activityTimedOutEventDetails"]["error"] == "States.Timeout"
+    })
 }
 
 /// Heartbeats every parked approval token, so the engine knows they are held.
@@ -208,5 +278,62 @@ impl ApprovalKeeper {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entered(name: &str) -> Value {
+        json!({"type": "TaskStateEntered", "stateEnteredEventDetails": {"name": name}})
+    }
+
+    fn timed_out(error: &str) -> Value {
+        json!({"type": "ActivityTimedOut", "activityTimedOutEventDetails": {"error": error}})
+    }
+
+    fn kind(kind: &str) -> Value {
+        json!({ "type": kind })
+    }
+
+    #[test]
+    fn the_window_ran_out_when_the_approval_timed_out_with_states_timeout() {
+        let history = [
+            entered("ChargePayment"),
+            kind("ActivitySucceeded"),
+            kind("ChoiceStateEntered"),
+            entered(APPROVAL_STATE),
+            kind("ActivityScheduled"),
+            kind("ActivityStarted"),
+            timed_out("States.Timeout"),
+            entered("RefundPayment"),
+            kind("ActivityScheduled"),
+        ];
+        assert!(approval_timed_out(&history));
+    }
+
+    #[test]
+    fn a_heartbeat_timeout_or_an_answer_is_no_expiry() {
+        let retried = [
+            entered(APPROVAL_STATE),
+            kind("ActivityScheduled"),
+            kind("ActivityStarted"),
+            timed_out("States.HeartbeatTimeout"),
+            kind("ActivityScheduled"),
+        ];
+        assert!(!approval_timed_out(&retried));
+        let answered = [
+            entered(APPROVAL_STATE),
+            kind("ActivityScheduled"),
+            timed_out("States.HeartbeatTimeout"),
+            kind("ActivityScheduled"),
+            kind("ActivitySucceeded"),
+            entered("CreateShipment"),
+            timed_out("States.Timeout"),
+        ];
+        assert!(!approval_timed_out(&answered), "another state's timeout");
+        assert!(!approval_timed_out(&[entered(APPROVAL_STATE)]));
+        assert!(!approval_timed_out(&[]));
     }
 }

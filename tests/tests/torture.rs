@@ -1,0 +1,246 @@
+//! The torture test, a target of its own (`cargo test --release -p tests --test torture --
+//! --nocapture`, the `torture` suite of `.ci/run`): the real binary on the embedded default
+//! runs a seeded mix of orders (small and large, declined cards, transient and lost-response
+//! payment faults, shipment failures, approvals, rejections and expiries, duplicate and
+//! conflicting submissions) while it is killed with SIGKILL at random moments and restarted at
+//! once on the same database; clients retry what a kill cut off, as real ones would. When every
+//! order has ended, a client-side oracle and the service's own audit judge the result.
+//!
+//! Prints `torture: seed N` first (replay the workload with `TORTURE_SEED=N`; the kills' timing
+//! is the machine's) and `torture: N orders, K kills, V violations` last; fails when V > 0.
+
+#[path = "torture/audit.rs"]
+mod audit;
+#[path = "torture/driver.rs"]
+mod driver;
+#[path = "torture/oracle.rs"]
+mod oracle;
+#[path = "torture/service.rs"]
+mod service;
+#[path = "torture/workload.rs"]
+mod workload;
+
+use driver::{Anomalies, Journal};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+use service::Service;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use workload::Workload;
+
+const ORDERS: usize = 300;
+const SKUS: usize = 30;
+/// Kills go on until both this many happened and every order was placed.
+const MIN_KILLS: u32 = 24;
+/// How long the orders may take to end after the last kill. A task handed to a killed process
+/// comes back after its heartbeat timeout (20 s) and a retry's back-off.
+const SETTLE: Duration = Duration::from_secs(150);
+/// The service's approval window: short, so that orders nobody decides expire within the run.
+const APPROVAL_WINDOW: &str = "6s";
+/// How soon an approval task lost with a killed process is handed out again.
+const APPROVAL_HEARTBEAT: &str = "2s";
+/// The most violation lines printed (all are counted).
+const SHOWN: usize = 60;
+
+fn seed() -> u64 {
+    match std::env::var("TORTURE_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("TORTURE_SEED must be an unsigned integer, not {s:?}")),
+        Err(_) => rand::random(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_order_ends_consistently_through_random_sigkills() {
+    let seed = seed();
+    println!("torture: seed {seed}");
+    let workload = Arc::new(Workload::generate(seed, ORDERS, SKUS));
+    let service = Arc::new(tokio::task::block_in_place(|| {
+        Service::start(&[
+            "--approval-timeout",
+            APPROVAL_WINDOW,
+            "--approval-heartbeat",
+            APPROVAL_HEARTBEAT,
+        ])
+    }));
+    for (sku, units) in &workload.stock {
+        let body = json!({ "available": units });
+        let stocked = service
+            .call(Method::PUT, &format!("/inventory/{sku}"), Some(&body), true)
+            .await;
+        assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
+    }
+
+    let journal = Journal::default();
+    let anomalies = Anomalies::default();
+    let (deciding_done, watching_done) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (waves_tx, mut waves) = tokio::sync::mpsc::unbounded_channel();
+    let placing = tokio::spawn(driver::place_all(
+        service.clone(),
+        workload.clone(),
+        journal.clone(),
+        seed,
+        waves_tx,
+    ));
+    let deciding = tokio::spawn(driver::decide_all(
+        service.clone(),
+        workload.clone(),
+        journal.clone(),
+        anomalies.clone(),
+        deciding_done.clone(),
+    ));
+    let watching = tokio::spawn(driver::watch_all(
+        service.clone(),
+        journal.clone(),
+        anomalies.clone(),
+        watching_done.clone(),
+    ));
+
+    // A kill a random moment into most waves of orders (while requests, steps and their
+    // answers are in flight), then, once every order is placed, at random until there were
+    // enough.
+    let started = Instant::now();
+    let mut rng = StdRng::seed_from_u64(seed.wrapping_add(2));
+    loop {
+        let aimed = match waves.recv().await {
+            Some(()) if rng.random_bool(0.2) => continue,
+            Some(()) if rng.random_bool(0.3) => rng.random_range(0..30),
+            Some(()) => rng.random_range(0..600),
+            None if service.kills() < MIN_KILLS => rng.random_range(500..2_000),
+            None => break,
+        };
+        tokio::time::sleep(Duration::from_millis(aimed)).await;
+        let victim = service.clone();
+        tokio::task::spawn_blocking(move || victim.kill_and_restart())
+            .await
+            .expect("a restart");
+        let kills = service.kills();
+        if kills % 5 == 0 {
+            progress(&journal, kills, started);
+        }
+    }
+    placing.await.expect("the placements");
+    watching_done.store(true, Ordering::SeqCst);
+    watching.await.expect("the watcher");
+    println!(
+        "torture: kills stopped after {:.0?}; waiting for every order to end",
+        started.elapsed()
+    );
+
+    let until = Instant::now() + SETTLE;
+    while driver::watch_once(&service, &journal, &anomalies).await > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    deciding_done.store(true, Ordering::SeqCst);
+    deciding.await.expect("the operator");
+    println!("torture: settled after {:.0?}", started.elapsed());
+
+    let mut violations = judge(&service, &workload, &journal).await;
+    violations.extend(anomalies.lock().unwrap().drain(..));
+    violations.extend(service.stop());
+    violations.extend(service.panics());
+    let audit = audit::run(&service.db().path());
+    let (n, kills) = (workload.plans.len(), service.kills());
+    let v = violations.len() + audit.violations();
+
+    for line in violations.iter().take(SHOWN) {
+        println!("violation: {line}");
+    }
+    if violations.len() > SHOWN {
+        println!("… and {} more", violations.len() - SHOWN);
+    }
+    for line in &audit.listed {
+        println!("{line}");
+    }
+    for problem in &audit.problems {
+        println!("violation: {problem}");
+    }
+    if let Some(summary) = &audit.summary {
+        println!("{summary}");
+    }
+    println!("torture: {n} orders, {kills} kills, {v} violations");
+    assert_eq!(v, 0, "seed {seed}: {v} violations (listed above)");
+}
+
+/// The client-side oracle over every order and every SKU; also prints how the orders ended
+/// and how hard the kills hit.
+async fn judge(service: &Service, workload: &Workload, journal: &Journal) -> Vec<String> {
+    let (mut violations, shipped) = judge_orders(workload, &journal.lock().unwrap());
+
+    // How hard the kills hit: tasks a killed process had taken and never answered come back
+    // after their heartbeat timeout.
+    let mut reissued = 0;
+    for plan in &workload.plans {
+        let history = service
+            .get(&format!("/orders/{}/history?maxResults=1000", plan.id))
+            .await
+            .json();
+        reissued += history["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["activityTimedOutEventDetails"]["error"] == "States.HeartbeatTimeout")
+            .count();
+    }
+    println!(
+        "torture: {} requests cut off by kills and sent again, {reissued} tasks re-issued after \
+         a kill",
+        service.cut_off()
+    );
+
+    let mut levels = BTreeMap::new();
+    for sku in workload.stock.keys() {
+        let level = service.get(&format!("/inventory/{sku}")).await;
+        levels.insert(sku.clone(), level.json());
+    }
+    violations.extend(oracle::check_stock(workload, &shipped, &levels));
+    violations
+}
+
+/// Each order's violations, and the units per SKU the completed orders shipped.
+fn judge_orders(
+    workload: &Workload,
+    journal: &BTreeMap<String, driver::Record>,
+) -> (Vec<String>, BTreeMap<String, u64>) {
+    let mut violations = Vec::new();
+    let mut shipped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut ends: BTreeMap<String, usize> = BTreeMap::new();
+    for plan in &workload.plans {
+        let record = journal.get(&plan.id);
+        violations.extend(oracle::check_order(plan, record, workload));
+        let Some(view) = record.and_then(|r| r.last.as_ref()) else {
+            continue;
+        };
+        let end = view["failure"]["error"]
+            .as_str()
+            .or(view["status"].as_str())
+            .unwrap_or("?");
+        *ends.entry(end.to_owned()).or_default() += 1;
+        if view["status"] == "COMPLETED" {
+            for (sku, units) in oracle::ordered(plan) {
+                *shipped.entry(sku).or_default() += units;
+            }
+        }
+    }
+    println!("torture: orders ended {ends:?}");
+    (violations, shipped)
+}
+
+fn progress(journal: &Journal, kills: u32, started: Instant) {
+    let journal = journal.lock().unwrap();
+    let placed = journal.values().filter(|r| r.accepted()).count();
+    let ended = journal.values().filter(|r| r.settled()).count();
+    println!(
+        "torture: {kills} kills in {:.0?}; {placed} orders placed, {ended} ended",
+        started.elapsed()
+    );
+}
