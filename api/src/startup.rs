@@ -371,16 +371,24 @@ async fn connect_aws(
     Ok((workflow, store))
 }
 
+/// Who charges on the AWS backend: the sandbox keeps its ledger in the table.
+fn aws_payments(
+    store: &DynamoStore,
+    payments: &PaymentsSettings,
+) -> Result<Arc<dyn PaymentGateway>, StartupError> {
+    match payments {
+        PaymentsSettings::Sandbox => Ok(Arc::new(store.payments())),
+        PaymentsSettings::Stripe(c) => stripe(c),
+    }
+}
+
 /// The AWS backend: Step Functions and DynamoDB.
 async fn open_aws(
     settings: &BackendSettings,
     payments: PaymentsSettings,
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
-    let payments = match &payments {
-        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
-        PaymentsSettings::Stripe(c) => stripe(c)?,
-    };
+    let payments = aws_payments(&store, &payments)?;
     Ok(Opened {
         ports: SagaPorts {
             orders: Arc::new(store.clone()),
@@ -474,10 +482,7 @@ async fn audit_aws(
     payments: PaymentsSettings,
 ) -> Result<Sources, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
-    let payments = match &payments {
-        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
-        PaymentsSettings::Stripe(c) => stripe(c)?,
-    };
+    let payments = aws_payments(&store, &payments)?;
     Ok(Sources {
         orders: Arc::new(store.clone()),
         inventory: Arc::new(store),

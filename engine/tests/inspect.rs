@@ -1,17 +1,19 @@
 //! The read-only inspector beside a running engine: it sees executions and open tasks as the
 //! engine commits them, and never writes.
 
-use engine::{Engine, EngineConfig, ExecutionStatus, Inspector, StartExecutionInput};
+use engine::{ActivityTask, Engine, EngineConfig, ExecutionStatus, Inspector, StartExecutionInput};
 use serde_json::json;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(20);
 
-#[tokio::test]
-async fn the_inspector_sees_running_executions_and_open_tasks_beside_the_engine() {
+/// An engine on `engine.db` in a new directory, one execution named `name` started, and its one
+/// activity task handed to a worker.
+async fn one_task_handed_out(name: &str) -> (tempfile::TempDir, Engine, String, ActivityTask) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("engine.db");
-    let engine = Engine::open(EngineConfig::new(&path), None).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+        .await
+        .unwrap();
     let activity = engine.create_activity("work").await.unwrap().activity_arn;
     let definition = json!({"StartAt": "Work", "States": {
         "Work": {"Type": "Task", "Resource": activity, "End": true}}});
@@ -23,7 +25,7 @@ async fn the_inspector_sees_running_executions_and_open_tasks_beside_the_engine(
     let execution = engine
         .start_execution(StartExecutionInput {
             state_machine_arn: machine,
-            name: Some("e1".to_owned()),
+            name: Some(name.to_owned()),
             input: None,
         })
         .await
@@ -34,6 +36,13 @@ async fn the_inspector_sees_running_executions_and_open_tasks_beside_the_engine(
         .await
         .unwrap()
         .expect("a task");
+    (dir, engine, execution, task)
+}
+
+#[tokio::test]
+async fn the_inspector_sees_running_executions_and_open_tasks_beside_the_engine() {
+    let (dir, engine, execution, task) = one_task_handed_out("e1").await;
+    let path = dir.path().join("engine.db");
 
     let inspector = Inspector::open(&path).unwrap();
     assert_eq!(
@@ -75,31 +84,8 @@ async fn the_inspector_needs_an_existing_engine_file_and_creates_none() {
 
 #[tokio::test]
 async fn a_task_of_an_ended_execution_is_not_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, engine, execution, task) = one_task_handed_out("stopped").await;
     let path = dir.path().join("engine.db");
-    let engine = Engine::open(EngineConfig::new(&path), None).await.unwrap();
-    let activity = engine.create_activity("work").await.unwrap().activity_arn;
-    let definition = json!({"StartAt": "Work", "States": {
-        "Work": {"Type": "Task", "Resource": activity, "End": true}}});
-    let machine = engine
-        .create_state_machine("m", &definition.to_string(), None)
-        .await
-        .unwrap()
-        .state_machine_arn;
-    let execution = engine
-        .start_execution(StartExecutionInput {
-            state_machine_arn: machine,
-            name: Some("stopped".to_owned()),
-            input: None,
-        })
-        .await
-        .unwrap()
-        .execution_arn;
-    let task = engine
-        .get_activity_task(&activity, Some("w"), LONG)
-        .await
-        .unwrap()
-        .expect("a task");
     engine
         .stop_execution(&execution, Some("Stop"), Some("by the test"))
         .await

@@ -75,26 +75,22 @@ impl Default for Db {
 /// A `fulfillment serve` command on a free loopback port and `db`, with the test token, and
 /// no `FULFILLMENT_*` variable inherited from the test's environment.
 pub fn serve_command(db: &Db) -> Command {
-    let mut cmd = Command::new(binary());
-    cmd.arg("serve")
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--db")
-        .arg(db.path())
-        .current_dir(db.dir());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("FULFILLMENT_") {
-            cmd.env_remove(key);
-        }
-    }
+    let mut cmd = command_on(db, "serve");
+    cmd.arg("--listen").arg("127.0.0.1:0");
     cmd
 }
 
 /// A `fulfillment audit` command of `db` (the embedded backend), with no `FULFILLMENT_*`
 /// variable inherited from the test's environment.
 pub fn audit_command(db: &Db) -> Command {
+    command_on(db, "audit")
+}
+
+/// `fulfillment <subcommand> --db <db>` run in the database's directory, with no
+/// `FULFILLMENT_*` variable inherited from the test's environment.
+fn command_on(db: &Db, subcommand: &str) -> Command {
     let mut cmd = Command::new(binary());
-    cmd.arg("audit")
+    cmd.arg(subcommand)
         .arg("--db")
         .arg(db.path())
         .current_dir(db.dir());
