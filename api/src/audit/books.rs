@@ -9,7 +9,8 @@
 
 use super::AuditError;
 use super::executions::Executions;
-use std::collections::HashMap;
+use futures_util::{StreamExt, stream};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use store::{
@@ -20,6 +21,11 @@ use store::{
 /// Items per listing call: a DynamoDB scan page reads at most this many items (at most 1 MB);
 /// Stripe takes at most 100 (its gateway asks for no more).
 const PAGE: u32 = 500;
+
+/// Execution and token lookups in flight at once. On AWS, DescribeExecution's token bucket is 300
+/// refilled at 15/s: past a few hundred running orders the SDK's throttling retries pace the
+/// audit, whatever this is (listing RUNNING executions instead would take one call per 1,000).
+const LOOKUPS_IN_FLIGHT: usize = 8;
 
 /// Where the books are read.
 #[derive(Clone)]
@@ -129,22 +135,37 @@ impl Books {
         })
         .await?;
 
-        let mut executions = HashMap::new();
-        let mut open_tokens = HashMap::new();
-        for o in orders.iter().filter(|o| !o.status.is_terminal()) {
-            if let Some(arn) = &o.execution_arn
-                && !executions.contains_key(arn)
-            {
+        // One lookup per running order: several at a time, as a round trip each on AWS.
+        let arns: BTreeSet<&str> = orders
+            .iter()
+            .filter(|o| !o.status.is_terminal())
+            .filter_map(|o| o.execution_arn.as_deref())
+            .collect();
+        let executions = stream::iter(arns)
+            .map(|arn| async move {
                 let status = sources.executions.status(arn).await?;
-                executions.insert(arn.clone(), status);
-            }
-            if o.status == OrderStatus::AwaitingApproval
-                && let Some(token) = &o.parked_token
-            {
+                Ok::<_, AuditError>((arn.to_owned(), status))
+            })
+            .buffer_unordered(LOOKUPS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        let tokens: BTreeSet<&str> = orders
+            .iter()
+            .filter(|o| o.status == OrderStatus::AwaitingApproval)
+            .filter_map(|o| o.parked_token.as_deref())
+            .collect();
+        let open_tokens = stream::iter(tokens)
+            .map(|token| async move {
                 let open = sources.executions.task_open(token).await?;
-                open_tokens.insert(token.clone(), open);
-            }
-        }
+                Ok::<_, AuditError>((token.to_owned(), open))
+            })
+            .buffer_unordered(LOOKUPS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<HashMap<_, _>, _>>()?;
         Ok(Books {
             orders,
             stock,

@@ -145,6 +145,11 @@ pub fn charges_match_orders(
     let known: HashMap<&str, &OrderView> = orders.iter().map(|o| (o.id.as_str(), o)).collect();
     let by_id: HashMap<&str, &Charge> = charges.iter().map(|c| (c.charge_id.as_str(), c)).collect();
     let refunded = refunded(refunds);
+    // Grouped once: an audit of a large store must not scan every charge for every order.
+    let mut by_order: HashMap<&str, Vec<&Charge>> = HashMap::new();
+    for c in charges {
+        by_order.entry(c.order_id.as_str()).or_default().push(c);
+    }
     let mut out = Vec::new();
     for c in charges {
         if !known.contains_key(c.order_id.as_str()) {
@@ -171,7 +176,7 @@ pub fn charges_match_orders(
                 Some(_) => {}
             }
         }
-        let mine: Vec<&Charge> = charges.iter().filter(|c| c.order_id == o.id).collect();
+        let mine = by_order.remove(o.id.as_str()).unwrap_or_default();
         match o.status {
             OrderStatus::Completed => {
                 if mine.is_empty() {
