@@ -99,10 +99,10 @@ fn parse_top(value: &Value, problems: &mut Problems) -> Option<StateMachine> {
         return None;
     }
     let timeout_seconds = fields::uint(obj, "TimeoutSeconds", 1, &loc, problems);
-    if let Some(v) = obj.get("Version") {
-        if !v.is_string() {
-            problems.at(&loc, "Version", "must be a string");
-        }
+    if let Some(v) = obj.get("Version")
+        && !v.is_string()
+    {
+        problems.at(&loc, "Version", "must be a string");
     }
     let mut machine = parse_machine(obj, TOP_FIELDS, &loc, problems, "the state machine")?;
     machine.timeout_seconds = timeout_seconds;
@@ -179,29 +179,29 @@ fn parse_machine(
         }
     }
 
-    if let Some(start) = &start_at {
-        if !states_obj.contains_key(start) {
-            problems.at(
-                loc,
-                "StartAt",
-                format!("refers to state '{start}', which does not exist"),
-            );
-        }
+    if let Some(start) = &start_at
+        && !states_obj.contains_key(start)
+    {
+        problems.at(
+            loc,
+            "StartAt",
+            format!("refers to state '{start}', which does not exist"),
+        );
     }
     for name in states_obj.keys() {
         if let Some(state) = states.get(name) {
             check_targets(state, states_obj, problems);
         }
     }
-    if let Some(start) = &start_at {
-        if states_obj.contains_key(start) {
-            for name in unreachable_states(start, states_obj) {
-                problems.push(Problem {
-                    reason: format!("State '{name}' is not reachable from StartAt '{start}'"),
-                    state: Some(name),
-                    field: None,
-                });
-            }
+    if let Some(start) = &start_at
+        && states_obj.contains_key(start)
+    {
+        for name in unreachable_states(start, states_obj) {
+            problems.push(Problem {
+                reason: format!("State '{name}' is not reachable from StartAt '{start}'"),
+                state: Some(name),
+                field: None,
+            });
         }
     }
     Some(StateMachine {
@@ -278,10 +278,10 @@ fn unreachable_states(start: &str, states: &Map<String, Value>) -> Vec<String> {
             continue;
         };
         for target in raw_targets(state) {
-            if let Some((key, _)) = states.get_key_value(target) {
-                if seen.insert(key.as_str()) {
-                    queue.push_back(key.as_str());
-                }
+            if let Some((key, _)) = states.get_key_value(target)
+                && seen.insert(key.as_str())
+            {
+                queue.push_back(key.as_str());
             }
         }
     }

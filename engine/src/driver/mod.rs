@@ -414,10 +414,8 @@ impl Engine {
             .take(limit as usize)
             .map(|(id, prev, ts, event_type, details)| {
                 let mut details = details.and_then(|d| serde_json::from_str::<Value>(&d).ok());
-                if !include_data {
-                    if let Some(d) = details.as_mut() {
-                        history::strip_execution_data(d);
-                    }
+                if !include_data && let Some(d) = details.as_mut() {
+                    history::strip_execution_data(d);
                 }
                 HistoryEvent {
                     timestamp: DateTime::from_timestamp_millis(ts).unwrap_or_default(),

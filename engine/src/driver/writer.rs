@@ -95,13 +95,16 @@ struct Loaded {
     outcome: Option<Outcome>,
 }
 
+/// An answer to a caller, given the commit's error if it failed.
+type Notify = Box<dyn FnOnce(Option<&EngineError>) + Send>;
+
 /// What one grouped transaction accumulates.
 #[derive(Default)]
 struct Batch {
     loaded: HashMap<i64, Loaded>,
     events: VecDeque<(i64, Event)>,
     /// Answers to send once the commit is durable (or the error when it failed).
-    replies: Vec<Box<dyn FnOnce(Option<&EngineError>) + Send>>,
+    replies: Vec<Notify>,
     invocations: Vec<TaskRequest>,
     finished: Vec<String>,
     new_machines: Vec<(String, Arc<Machine>)>,

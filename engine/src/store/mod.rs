@@ -144,6 +144,9 @@ pub struct Store {
     conn: Connection,
 }
 
+/// A history row: id, previous event id, timestamp (ms), type, details (JSON).
+pub type EventRow = (i64, i64, i64, String, Option<String>);
+
 const EXECUTION_COLUMNS: &str =
     "id, arn, sm_arn, name, status, input, output, error, cause, start_ms, stop_ms";
 
@@ -427,7 +430,7 @@ impl Store {
         cursor: Option<i64>,
         reverse: bool,
         limit: u32,
-    ) -> Result<Vec<(i64, i64, i64, String, Option<String>)>> {
+    ) -> Result<Vec<EventRow>> {
         let sql = if reverse {
             "SELECT id, prev, ts_ms, type, details FROM history WHERE exec_id = ? AND id < ? ORDER BY id DESC LIMIT ?"
         } else {

@@ -248,14 +248,13 @@ fn task(obj: &Map<String, Value>, loc: &Loc, problems: &mut Problems) -> TaskSpe
         problems,
     );
     if let (Some(NumberOrPath::Literal(t)), Some(NumberOrPath::Literal(h))) = (&timeout, &heartbeat)
+        && h >= t
     {
-        if h >= t {
-            problems.at(
-                loc,
-                "HeartbeatSeconds",
-                format!("HeartbeatSeconds ({h}) must be smaller than TimeoutSeconds ({t})"),
-            );
-        }
+        problems.at(
+            loc,
+            "HeartbeatSeconds",
+            format!("HeartbeatSeconds ({h}) must be smaller than TimeoutSeconds ({t})"),
+        );
     }
     TaskSpec {
         resource,
@@ -482,23 +481,25 @@ fn processor_config(config: &Value, loc: &Loc, problems: &mut Problems) {
     fields::check_fields(obj, &["Mode", "ExecutionType"], &loc, problems, |k| {
         format!("Field '{k}' is not supported in ProcessorConfig")
     });
-    if let Some(mode) = fields::string(obj, "Mode", &loc, problems) {
-        if mode != "INLINE" && mode != "DISTRIBUTED" {
-            problems.at(
-                &loc,
-                "Mode",
-                format!("'{mode}' is not INLINE or DISTRIBUTED"),
-            );
-        }
+    if let Some(mode) = fields::string(obj, "Mode", &loc, problems)
+        && mode != "INLINE"
+        && mode != "DISTRIBUTED"
+    {
+        problems.at(
+            &loc,
+            "Mode",
+            format!("'{mode}' is not INLINE or DISTRIBUTED"),
+        );
     }
-    if let Some(kind) = fields::string(obj, "ExecutionType", &loc, problems) {
-        if kind != "STANDARD" && kind != "EXPRESS" {
-            problems.at(
-                &loc,
-                "ExecutionType",
-                format!("'{kind}' is not STANDARD or EXPRESS"),
-            );
-        }
+    if let Some(kind) = fields::string(obj, "ExecutionType", &loc, problems)
+        && kind != "STANDARD"
+        && kind != "EXPRESS"
+    {
+        problems.at(
+            &loc,
+            "ExecutionType",
+            format!("'{kind}' is not STANDARD or EXPRESS"),
+        );
     }
 }
 

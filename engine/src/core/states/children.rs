@@ -20,10 +20,7 @@ pub fn launch(run: &mut Run, parent: u64) {
         return;
     };
     run.launching.push(parent);
-    loop {
-        let Some(c) = children(run, parent) else {
-            break;
-        };
+    while let Some(c) = children(run, parent) {
         if c.epoch != epoch {
             break;
         }

@@ -97,14 +97,14 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
             }
         }
     };
-    if let Some(p) = percentage {
-        if !(0.0..=100.0).contains(&p) {
-            return Err(runtime(
-                run,
-                id,
-                "ToleratedFailurePercentage must be between 0 and 100.".into(),
-            ));
-        }
+    if let Some(p) = percentage
+        && !(0.0..=100.0).contains(&p)
+    {
+        return Err(runtime(
+            run,
+            id,
+            "ToleratedFailurePercentage must be between 0 and 100.".into(),
+        ));
     }
     let tolerated =
         (count.is_some() || percentage.is_some()).then_some(Tolerance { count, percentage });
