@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
@@ -258,6 +258,23 @@ fn stripe(config: &StripeConfig) -> Result<Arc<dyn PaymentGateway>, StartupError
     Ok(Arc::new(StripePayments::new(config.clone())?))
 }
 
+/// Opens the store's SQLite file with `open` (read-write for `serve`, read-only for the audit)
+/// off the async runtime, naming the file in the error.
+async fn open_store(
+    path: &Path,
+    open: fn(&Path) -> Result<SqliteStore, StoreError>,
+) -> Result<SqliteStore, StartupError> {
+    let owned = path.to_owned();
+    tokio::task::spawn_blocking(move || open(&owned))
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StartupError::Store {
+            path: path.to_owned(),
+            source,
+        })
+}
+
 /// The embedded backend: the SQLite store and the in-process engine beside it.
 async fn open_embedded(
     settings: &BackendSettings,
@@ -267,15 +284,7 @@ async fn open_embedded(
         PaymentsSettings::Sandbox => None,
         PaymentsSettings::Stripe(c) => Some(stripe(c)?),
     };
-    let store_path = settings.store_path.clone();
-    let store = tokio::task::spawn_blocking(move || SqliteStore::open(&store_path))
-        .await
-        .map_err(|e| StoreError::Internal(e.to_string()))
-        .and_then(|r| r)
-        .map_err(|source| StartupError::Store {
-            path: settings.store_path.clone(),
-            source,
-        })?;
+    let store = open_store(&settings.store_path, |p| SqliteStore::open(p)).await?;
     let engine = Engine::open(EngineConfig::new(&settings.engine_path), None)
         .await
         .map_err(|source| StartupError::Engine {
@@ -440,15 +449,7 @@ async fn audit_embedded(
             )));
         }
     }
-    let store_path = settings.store_path.clone();
-    let store = tokio::task::spawn_blocking(move || SqliteStore::open_read_only(&store_path))
-        .await
-        .map_err(|e| StoreError::Internal(e.to_string()))
-        .and_then(|r| r)
-        .map_err(|source| StartupError::Store {
-            path: settings.store_path.clone(),
-            source,
-        })?;
+    let store = open_store(&settings.store_path, |p| SqliteStore::open_read_only(p)).await?;
     let engine_path = settings.engine_path.clone();
     let inspector = tokio::task::spawn_blocking(move || Inspector::open(&engine_path))
         .await
