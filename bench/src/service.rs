@@ -1,0 +1,408 @@
+//! The service under test: the real `fulfillment serve` started through the black-box harness
+//! (`tests::Server`) on the embedded backend or the AWS stack, and what the scenarios ask of
+//! it: stock, status sweeps over many orders, metrics, its RSS and database size, stop, kill,
+//! restart and audit. The harness panics where a test would fail; here those panics become
+//! errors, so a failing AWS side reports instead of ending the run.
+
+use crate::aws::Stack;
+use crate::load::{MakeRequest, Pool, Spec, closed};
+use crate::metrics::{self, Counters, Sample};
+use anyhow::{Context, Result, anyhow, bail};
+use hyper::Method;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tests::{Db, Server, TOKEN};
+
+/// Connections of a status sweep or of the scenarios' closed loops.
+pub const CONNECTIONS: usize = 64;
+/// SKUs the orders are spread over, so stock rows are not one hot spot.
+pub const SKUS: u64 = 64;
+/// How long the service may take to become ready after it announces its address.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// Which backend a service runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    Embedded,
+    Aws,
+}
+
+impl Backend {
+    pub fn label(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Aws => "aws/fakecloud+moto",
+        }
+    }
+}
+
+/// A `fulfillment serve` and where it keeps its state.
+pub struct Service {
+    pub backend: Backend,
+    server: Option<Server>,
+    /// The embedded backend's database (on AWS, only the working directory).
+    pub db: Db,
+    /// The AWS backend's emulators, started for this service alone (a fresh table and no
+    /// executions left over from another scenario).
+    aws: Option<Stack>,
+    extra: Vec<String>,
+    pub token: Arc<str>,
+    control: Arc<Pool>,
+}
+
+/// Runs `f`, turning a harness panic into an error.
+fn unpanic<T>(what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    tokio::task::block_in_place(|| catch_unwind(AssertUnwindSafe(f))).map_err(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "panicked".to_owned());
+        anyhow!("{what}: {why}")
+    })
+}
+
+impl Service {
+    /// Starts the service on `backend` with `extra` arguments, waits until it is ready and
+    /// stocks every SKU with `stock` units.
+    pub async fn start(backend: Backend, extra: &[&str], stock: u64) -> Result<Service> {
+        let aws = match backend {
+            Backend::Aws => Some(tokio::task::block_in_place(Stack::start)?),
+            Backend::Embedded => None,
+        };
+        let db = Db::new();
+        let mut service = Service {
+            backend,
+            server: None,
+            // A placeholder until the first spawn: every pool is re-made then.
+            control: Pool::new(SocketAddr::from(([127, 0, 0, 1], 0)), 1),
+            db,
+            aws,
+            extra: extra.iter().map(|s| (*s).to_owned()).collect(),
+            token: Arc::from(TOKEN),
+        };
+        service.spawn().await?;
+        for sku in 0..SKUS {
+            let spec = Spec::json(
+                Method::PUT,
+                format!("/inventory/{}", sku_name(sku)),
+                format!("{{\"available\": {stock}}}"),
+            )
+            .operator(&service.token);
+            service
+                .control
+                .json(&spec)
+                .await
+                .context("stocking the inventory")?;
+        }
+        Ok(service)
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = match &self.aws {
+            Some(stack) if self.backend == Backend::Aws => stack.serve_command(),
+            _ => tests::serve_command(&self.db),
+        };
+        cmd.args(["--operator-token", TOKEN]).args(&self.extra);
+        cmd
+    }
+
+    /// Spawns the service and waits for `/readyz`; the time from spawn to ready.
+    pub async fn spawn(&mut self) -> Result<Duration> {
+        anyhow::ensure!(self.server.is_none(), "the service is already running");
+        let cmd = self.command();
+        let t0 = Instant::now();
+        let server = unpanic("the service did not start", || Server::spawn(cmd))?;
+        self.control = Pool::new(server.addr, 8);
+        self.server = Some(server);
+        let until = t0 + READY_WITHIN;
+        loop {
+            if let Ok((200, _)) = self.control.send(&Spec::get("/readyz")).await {
+                return Ok(t0.elapsed());
+            }
+            if Instant::now() >= until {
+                bail!("not ready within {READY_WITHIN:?}: {}", self.stderr_tail());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn server(&self) -> &Server {
+        self.server.as_ref().expect("the service is running")
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.server().addr
+    }
+
+    /// The last lines the service logged (for error messages).
+    pub fn stderr_tail(&self) -> String {
+        let text = self
+            .server
+            .as_ref()
+            .map(|s| s.stderr.text())
+            .unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n")
+    }
+
+    /// SIGTERM and a clean exit.
+    pub async fn stop(&mut self) -> Result<()> {
+        let Some(server) = self.server.take() else {
+            return Ok(());
+        };
+        unpanic("the service did not stop cleanly", move || server.stop())?;
+        Ok(())
+    }
+
+    /// SIGKILL: a crash.
+    pub async fn kill(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            tokio::task::block_in_place(|| server.kill());
+        }
+    }
+
+    /// The service's resident set (VmRSS), in bytes.
+    pub fn rss(&self) -> Result<u64> {
+        let pid = self.server().pid();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .context("no VmRSS in /proc/<pid>/status")?;
+        Ok(kib * 1024)
+    }
+
+    /// The store and the engine's database with their WALs, in bytes (embedded only).
+    pub fn db_bytes(&self) -> u64 {
+        let dir = self.db.dir();
+        ["fulfillment.db", "fulfillment.engine.db"]
+            .iter()
+            .flat_map(|f| {
+                [
+                    dir.join(f),
+                    PathBuf::from(format!("{}-wal", dir.join(f).display())),
+                ]
+            })
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// `/metrics`, parsed, and its text (to tell an absent metric from a zero one).
+    pub async fn metrics(&self) -> Result<(Vec<Sample>, String)> {
+        let (status, body) = self.control.send(&Spec::get("/metrics")).await?;
+        anyhow::ensure!(status == 200, "/metrics answered {status}");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        Ok((metrics::parse(&text), text))
+    }
+
+    /// The embedded backend's counters, when exported.
+    pub async fn counters(&self) -> Option<Counters> {
+        let (samples, _) = self.metrics().await.ok()?;
+        Counters::read(&samples)
+    }
+
+    /// Sagas finished (any status) by the metric, when exported.
+    pub async fn finished(&self) -> Option<u64> {
+        let (samples, text) = self.metrics().await.ok()?;
+        if !text.contains(metrics::SAGAS_FINISHED) {
+            return None;
+        }
+        Some(
+            ["COMPLETED", "CANCELLED", "COMPENSATION_FAILED"]
+                .iter()
+                .map(|s| metrics::finished(&samples, s).unwrap_or_default())
+                .sum(),
+        )
+    }
+
+    /// The status of each order of `ids` (one closed-loop sweep); an order the service does
+    /// not answer for is `"?<http status>"`.
+    pub async fn statuses(&self, ids: &[String]) -> Result<Vec<String>> {
+        let ids: Arc<Vec<String>> = Arc::new(ids.to_vec());
+        let found = Arc::new(Mutex::new(vec![String::new(); ids.len()]));
+        let make: MakeRequest = {
+            let ids = ids.clone();
+            Arc::new(move |i| Spec::get(format!("/orders/{}/status", ids[i as usize])))
+        };
+        let sink = found.clone();
+        let outcome = closed::run(
+            self.addr(),
+            CONNECTIONS.min(ids.len()),
+            closed::Until::count(ids.len() as u64),
+            make,
+            Some(Arc::new(move |i, status, body, _| {
+                let s = if status == 200 {
+                    serde_json::from_slice::<serde_json::Value>(body)
+                        .ok()
+                        .and_then(|v| v["status"].as_str().map(str::to_owned))
+                        .unwrap_or_else(|| "?unreadable".to_owned())
+                } else {
+                    format!("?{status}")
+                };
+                sink.lock().unwrap()[i as usize] = s;
+            })),
+        )
+        .await?;
+        anyhow::ensure!(
+            outcome.failures == 0,
+            "status sweep: {}",
+            outcome.errors(200)
+        );
+        let found = std::mem::take(&mut *found.lock().unwrap());
+        Ok(found)
+    }
+
+    /// Sweeps the statuses of the orders not yet `done` until none is left (or `deadline`):
+    /// the moment the last one was seen done. With `metric_goal`, first waits (polling
+    /// `/metrics` every 100 ms) until that many sagas have finished, which costs the service
+    /// far less than sweeping; the sweeps then only confirm.
+    pub async fn await_all(
+        &self,
+        ids: &[String],
+        done: fn(&str) -> bool,
+        metric_goal: Option<u64>,
+        deadline: Instant,
+    ) -> Result<Instant> {
+        let mut reached = None;
+        if let Some(goal) = metric_goal
+            && self.finished().await.is_some()
+        {
+            loop {
+                if self.finished().await.unwrap_or_default() >= goal {
+                    reached = Some(Instant::now());
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let mut pending: Vec<String> = ids.to_vec();
+        loop {
+            let statuses = self.statuses(&pending).await?;
+            let left: Vec<String> = pending
+                .iter()
+                .zip(&statuses)
+                .filter(|(_, s)| !done(s))
+                .map(|(id, _)| id.clone())
+                .collect();
+            if left.is_empty() {
+                // Confirmed by the sweep: the metric's moment if it had got there first.
+                return Ok(reached.unwrap_or_else(Instant::now));
+            }
+            reached = None;
+            if Instant::now() >= deadline {
+                bail!(
+                    "{} of {} orders never got there: {}",
+                    left.len(),
+                    ids.len(),
+                    tally(&statuses)
+                );
+            }
+            pending = left;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `fulfillment audit` of this service's store (it must be stopped or running; both are
+    /// allowed): its summary line, or an error with its violations.
+    pub async fn audit(&self) -> Result<String> {
+        let cmd = match &self.aws {
+            Some(stack) if self.backend == Backend::Aws => stack.audit_command(),
+            _ => tests::audit_command(&self.db),
+        };
+        let audit = tokio::task::block_in_place(|| tests::Audit::run(cmd));
+        if audit.code != Some(0) {
+            bail!(
+                "audit exited {:?}: {}\n{}",
+                audit.code,
+                audit.violations().join("\n"),
+                audit.stderr.lines().last().unwrap_or_default()
+            );
+        }
+        Ok(audit.summary().to_owned())
+    }
+}
+
+/// SKU `n` of the bench's catalogue.
+pub fn sku_name(n: u64) -> String {
+    format!("bench-sku-{n}")
+}
+
+/// The JSON body of order `id`: one line of SKU `i % SKUS` at `unit_price_cents`.
+pub fn order_body(id: &str, i: u64, unit_price_cents: u64) -> String {
+    format!(
+        concat!(
+            r#"{{"orderId":"{id}","customerId":"cus_bench","currency":"EUR","#,
+            r#""shippingAddress":{{"name":"Ada","line1":"1 Way","city":"London","postalCode":"N1 9GU","country":"GB"}},"#,
+            r#""items":[{{"sku":"{sku}","quantity":1,"unitPriceCents":{price}}}],"paymentMethod":"pm_card_visa"}}"#
+        ),
+        id = id,
+        sku = sku_name(i % SKUS),
+        price = unit_price_cents
+    )
+}
+
+/// Order `i` of a scenario: `b-<run>-<scenario>-<i>`, unique across runs and scenarios.
+pub fn order_id(run: &str, scenario: &str, i: u64) -> String {
+    format!("b-{run}-{scenario}-{i}")
+}
+
+/// Every order id of a scenario of `n` orders.
+pub fn order_ids(run: &str, scenario: &str, n: u64) -> Vec<String> {
+    (0..n).map(|i| order_id(run, scenario, i)).collect()
+}
+
+/// `POST /orders` of order `i` of the scenario.
+pub fn place_orders(run: &str, scenario: &str, unit_price_cents: u64) -> MakeRequest {
+    let (run, scenario) = (run.to_owned(), scenario.to_owned());
+    Arc::new(move |i| {
+        let id = order_id(&run, &scenario, i);
+        Spec::json(
+            Method::POST,
+            "/orders",
+            order_body(&id, i, unit_price_cents),
+        )
+    })
+}
+
+pub fn is_terminal(status: &str) -> bool {
+    tests::is_terminal(Some(status))
+}
+
+/// `COMPLETED×98, CANCELLED×2`.
+pub fn tally(statuses: &[String]) -> String {
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    for s in statuses {
+        *counts.entry(s.as_str()).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(s, n)| format!("{s}×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_body_is_valid_json_with_its_id_and_sku() {
+        let body: serde_json::Value =
+            serde_json::from_str(&order_body("b-1-s-70", 70, 1500)).unwrap();
+        assert_eq!(body["orderId"], "b-1-s-70");
+        assert_eq!(body["items"][0]["sku"], "bench-sku-6");
+        assert_eq!(body["items"][0]["unitPriceCents"], 1500);
+    }
+}
