@@ -88,7 +88,7 @@ impl Stack {
             std::thread::sleep(Duration::from_millis(50));
         }
         let mut stack = Stack {
-            moto: moto,
+            moto,
             fakecloud,
             sfn_endpoint: format!("http://127.0.0.1:{port}"),
             state_machine_arn: String::new(),
@@ -122,7 +122,7 @@ impl Stack {
     /// A command of the binary with the emulators' endpoints and test credentials, and none of
     /// the bench's own `AWS_*` or `FULFILLMENT_*` variables.
     pub fn command(&self, subcommand: &str) -> Command {
-        let mut cmd = Command::new(tests::binary());
+        let mut cmd = Command::new(harness::binary());
         cmd.arg(subcommand).current_dir(self.dir.path());
         for (key, _) in std::env::vars_os() {
             let key = key.to_string_lossy();

@@ -150,7 +150,7 @@ async fn run(cli: Cli) -> Result<()> {
     });
     let sizes = cli.sizes();
     let fsyncs = {
-        let dir = tests::Db::new();
+        let dir = harness::Db::new();
         scenarios::fsync::measure(dir.dir(), cli.fsync_secs.min(2.0))?
     };
     let run_id = format!(

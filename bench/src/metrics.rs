@@ -30,12 +30,8 @@ fn parse_line(line: &str) -> Option<Sample> {
     }
     let (name, labels, rest) = match line.find(['{', ' ']) {
         Some(i) if line.as_bytes()[i] == b'{' => {
-            let close = line[i..].find('}')? + i;
-            (
-                &line[..i],
-                parse_labels(&line[i + 1..close])?,
-                &line[close + 1..],
-            )
+            let (labels, rest) = parse_labels(&line[i + 1..])?;
+            (&line[..i], labels, rest)
         }
         Some(i) => (&line[..i], BTreeMap::new(), &line[i..]),
         None => return None,
@@ -54,12 +50,14 @@ fn parse_line(line: &str) -> Option<Sample> {
     })
 }
 
-fn parse_labels(mut s: &str) -> Option<BTreeMap<String, String>> {
+/// The labels after a sample's `{`, up to its closing `}` (braces inside quoted values, as in
+/// a route template, are the value's); the labels and what follows the `}`.
+fn parse_labels(mut s: &str) -> Option<(BTreeMap<String, String>, &str)> {
     let mut labels = BTreeMap::new();
     loop {
         s = s.trim_start_matches([',', ' ']);
-        if s.is_empty() {
-            return Some(labels);
+        if let Some(rest) = s.strip_prefix('}') {
+            return Some((labels, rest));
         }
         let eq = s.find('=')?;
         let key = s[..eq].trim().to_owned();

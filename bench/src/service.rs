@@ -1,5 +1,5 @@
 //! The service under test: the real `fulfillment serve` started through the black-box harness
-//! (`tests::Server`) on the embedded backend or the AWS stack, and what the scenarios ask of
+//! (`harness::Server`) on the embedded backend or the AWS stack, and what the scenarios ask of
 //! it: stock, status sweeps over many orders, metrics, its RSS and database size, stop, kill,
 //! restart and audit. The harness panics where a test would fail; here those panics become
 //! errors, so a failing AWS side reports instead of ending the run.
@@ -8,6 +8,7 @@ use crate::aws::Stack;
 use crate::load::{MakeRequest, Pool, Spec, closed};
 use crate::metrics::{self, Counters, Sample};
 use anyhow::{Context, Result, anyhow, bail};
+use harness::{Db, Server, TOKEN};
 use hyper::Method;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,7 +17,6 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tests::{Db, Server, TOKEN};
 
 /// Connections of a status sweep or of the scenarios' closed loops.
 pub const CONNECTIONS: usize = 64;
@@ -106,7 +106,7 @@ impl Service {
     fn command(&self) -> Command {
         let mut cmd = match &self.aws {
             Some(stack) if self.backend == Backend::Aws => stack.serve_command(),
-            _ => tests::serve_command(&self.db),
+            _ => harness::serve_command(&self.db),
         };
         cmd.args(["--operator-token", TOKEN]).args(&self.extra);
         cmd
@@ -319,9 +319,9 @@ impl Service {
     pub async fn audit(&self) -> Result<String> {
         let cmd = match &self.aws {
             Some(stack) if self.backend == Backend::Aws => stack.audit_command(),
-            _ => tests::audit_command(&self.db),
+            _ => harness::audit_command(&self.db),
         };
-        let audit = tokio::task::block_in_place(|| tests::Audit::run(cmd));
+        let audit = tokio::task::block_in_place(|| harness::Audit::run(cmd));
         if audit.code != Some(0) {
             bail!(
                 "audit exited {:?}: {}\n{}",
@@ -377,7 +377,7 @@ pub fn place_orders(run: &str, scenario: &str, unit_price_cents: u64) -> MakeReq
 }
 
 pub fn is_terminal(status: &str) -> bool {
-    tests::is_terminal(Some(status))
+    harness::is_terminal(Some(status))
 }
 
 /// `COMPLETED×98, CANCELLED×2`.

@@ -28,7 +28,7 @@ pub fn measure(dir: &Path, secs: f64) -> Result<f64> {
 
 /// The scenario: a fresh measurement in a directory like the databases'.
 pub fn run(secs: f64) -> Result<Report> {
-    let dir = tests::Db::new();
+    let dir = harness::Db::new();
     let rate = measure(dir.dir(), secs)?;
     Ok(Report {
         summary: format!(
