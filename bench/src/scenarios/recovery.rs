@@ -2,7 +2,7 @@
 //! restarted on the same database, and the time until every order is terminal is measured;
 //! then `fulfillment audit` must find the books clean.
 
-use super::{Ctx, Figure, Report};
+use super::{Ctx, Figure, Report, Window};
 use crate::load::closed;
 use crate::service::{Service, is_terminal, order_ids, place_orders, tally};
 use anyhow::Result;
@@ -33,12 +33,18 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
 
     let t0 = Instant::now();
     let ready = service.spawn().await?;
+    let window = Window::open(&service).await;
     let ids = order_ids(&ctx.run, "r", n);
     // The metric restarts from zero with the process, so only the statuses can tell.
     let terminal_at = service
         .await_all(&ids, is_terminal, None, ctx.deadline())
         .await?;
     let recover_secs = (terminal_at - t0).as_secs_f64();
+    let mut figures = vec![
+        Figure::cost("SIGKILL to all terminal after restart", recover_secs, "s"),
+        Figure::millis("restart-to-ready after SIGKILL", ready),
+    ];
+    let counters = window.close(&service, ctx, &mut figures).await;
     let statuses = service.statuses(&ids).await?;
     service.stop().await?;
     let audit = service.audit().await?;
@@ -46,13 +52,10 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     Ok(Report {
         summary: format!(
             "{n} in flight at SIGKILL ({done}), all terminal {recover_secs:.1} s after restart \
-             (ready in {:.0} ms; {}), audit clean",
+             (ready in {:.0} ms; {}), audit clean{counters}",
             ready.as_secs_f64() * 1e3,
             tally(&statuses)
         ),
-        figures: vec![
-            Figure::cost("SIGKILL to all terminal after restart", recover_secs, "s"),
-            Figure::millis("restart-to-ready after SIGKILL", ready),
-        ],
+        figures,
     })
 }
