@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use store::contract::moto::MotoServer;
 use tempfile::TempDir;
@@ -26,9 +27,18 @@ pub struct Stack {
     dir: TempDir,
 }
 
-/// The `fakecloud` executable: on `PATH`, else `~/.cargo/bin/fakecloud`, else installed once
-/// with `cargo install fakecloud --locked` (a long build, said on stderr).
+/// The `fakecloud` executable: on `PATH`, else `~/.cargo/bin/fakecloud`, else installed with
+/// `cargo install fakecloud --locked` (a long build, said on stderr) — once per run, whatever
+/// the outcome, so a failed install is not retried by every scenario.
 pub fn fakecloud_executable() -> Result<PathBuf> {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| find_or_install().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow::anyhow!(e))
+}
+
+fn find_or_install() -> Result<PathBuf> {
     let on_path = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())

@@ -168,6 +168,12 @@ async fn run(cli: Cli) -> Result<()> {
             Backend::Aws => cli.aws_timeout_secs,
         }),
     };
+    if backends != Backends::Embedded {
+        // Found (or installed, which takes long) before any scenario's time limit starts.
+        if let Err(e) = tokio::task::block_in_place(aws::fakecloud_executable) {
+            eprintln!("bench: no fakecloud, every AWS side will fail: {e:#}");
+        }
+    }
     let mut rows = Vec::new();
     let mut failed = false;
     for (scenario, name) in ALL {
