@@ -253,3 +253,94 @@ impl Outcome {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A keep-alive HTTP/1.1 server on loopback answering every GET `200 ok` after `delay`
+    /// (`/slow` after a second): enough to drive the loops without the service.
+    async fn server(delay: Duration) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        let Ok(n) = stream.read(&mut chunk).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                            buf.drain(..end + 4);
+                            let wait = if head.starts_with("GET /slow") {
+                                Duration::from_secs(1)
+                            } else {
+                                delay
+                            };
+                            tokio::time::sleep(wait).await;
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if stream.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_loop_sends_exactly_its_count_on_its_connections() {
+        let addr = server(Duration::from_millis(1)).await;
+        let make: MakeRequest = Arc::new(|i| Spec::get(format!("/n/{i}")));
+        let outcome = closed::run(addr, 4, closed::Until::count(40), make, None)
+            .await
+            .unwrap();
+        assert_eq!(outcome.count(200), 40);
+        assert_eq!(outcome.failures, 0);
+        outcome.require_all(200, "closed loop").unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_counts_a_stall_from_the_intended_time() {
+        // Request 0 stalls for a second; at 100 req/s the other 49 are due during it. They go
+        // out on new connections, so they are answered quickly, but request 0's latency is
+        // the whole second — and it is not hidden by the later requests' short ones.
+        let addr = server(Duration::from_millis(1)).await;
+        let make: MakeRequest = Arc::new(|i| {
+            Spec::get(if i == 0 {
+                "/slow".to_owned()
+            } else {
+                format!("/n/{i}")
+            })
+        });
+        let outcome = open::run(addr, 100.0, 50, make, None).await.unwrap();
+        assert_eq!(outcome.count(200), 50);
+        assert!(outcome.latencies.max() >= Duration::from_secs(1));
+        assert!(outcome.latencies.quantile(0.5) < Duration::from_millis(500));
+        // The run lasts as long as its slowest request, not rate × count.
+        assert!(outcome.elapsed >= Duration::from_secs(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unreachable_server_is_counted_not_hung_on() {
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let make: MakeRequest = Arc::new(|_| Spec::get("/"));
+        let outcome = open::run(addr, 1000.0, 5, make, None).await.unwrap();
+        assert_eq!(outcome.failures, 5);
+        assert!(outcome.errors(200).contains("5 without answer"));
+    }
+}
