@@ -8,7 +8,8 @@ use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, PaymentsSettings,
     ProvisionSettings, Settings,
 };
-use crate::http::{self, AppState, Metrics, OperatorToken};
+use crate::http::{self, AppState, Metrics, OperatorToken, SampledCounter};
+use crate::saga::counted::CountedOrders;
 use crate::orders::OrderIntake;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
@@ -121,6 +122,8 @@ struct Opened {
     workflow: Arc<dyn WorkflowPort>,
     activity_arns: HashMap<Activity, String>,
     engine: Option<Engine>,
+    /// The backend's own counters, for `/metrics`.
+    sampled: Vec<SampledCounter>,
 }
 
 impl Opened {
@@ -155,9 +158,19 @@ impl Service {
             workflow,
             activity_arns,
             engine,
+            sampled,
         } = opened;
+        let metrics = Metrics::with_sampled(sampled);
+        // The steps' view of the orders counts the sagas they end.
+        let step_ports = SagaPorts {
+            orders: Arc::new(CountedOrders {
+                orders: ports.orders.clone(),
+                metrics: metrics.clone(),
+            }),
+            ..ports.clone()
+        };
         let workers = SagaWorkers::start(
-            &ports,
+            &step_ports,
             workflow.clone(),
             move |a| activity_arns[&a].clone(),
             worker_settings(settings.backend.kind),
@@ -187,7 +200,7 @@ impl Service {
             limits: settings.limits.clone(),
             payments: ports.payments.clone(),
             shipping: ports.shipping.clone(),
-            metrics: Metrics::new(),
+            metrics,
         });
         Ok(Service {
             listener,
@@ -311,8 +324,38 @@ async fn open_embedded(
         ports,
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
+        sampled: embedded_counters(&engine, &store),
         engine: Some(engine),
     })
+}
+
+/// The embedded backend's commit counters: with `synchronous=FULL` each commit is one fsync,
+/// so these say how much work each fsync carries.
+fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledCounter> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (e1, e2, s1, s2) = (engine.clone(), engine.clone(), store.clone(), store.clone());
+    vec![
+        SampledCounter {
+            name: "engine_commits",
+            help: "Grouped transactions the workflow engine committed (one fsync each)",
+            read: Box::new(move || e1.stats().commits.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "engine_transitions",
+            help: "States the workflow engine's executions entered",
+            read: Box::new(move || e2.stats().transitions.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "store_commits",
+            help: "Grouped transactions the store committed (one fsync each)",
+            read: Box::new(move || s1.writer_stats().commits.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "store_writes",
+            help: "Writes carried by the store's commits",
+            read: Box::new(move || s2.writer_stats().writes.load(Relaxed)),
+        },
+    ]
 }
 
 /// The AWS SDK's configuration: the standard chain (environment, profiles, instance roles,
@@ -408,6 +451,7 @@ async fn open_aws(
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
+        sampled: Vec::new(),
     })
 }
 
