@@ -9,8 +9,8 @@ use crate::config::{
     ProvisionSettings, Settings,
 };
 use crate::http::{self, AppState, Metrics, OperatorToken, SampledCounter};
-use crate::saga::counted::CountedOrders;
 use crate::orders::OrderIntake;
+use crate::saga::counted::CountedOrders;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
 use engine::{Engine, EngineConfig, EngineError, Inspector};
@@ -86,9 +86,20 @@ pub fn generate_token() -> OperatorToken {
 /// waits for the polls in flight) is quick; Step Functions decides itself how long it holds a
 /// poll (up to 60 s), so on AWS a stop abandons the polls still open after a few seconds (a task
 /// handed to one is re-issued after its heartbeat timeout; see `WorkerSettings`).
+///
+/// Every step waits on commits (the store's, the engine's) more than it computes, so many run
+/// at once: the commits then carry many steps each. Each poll hands out one task, so there are
+/// enough pollers to keep the steps fed. On AWS a poll is a held HTTP connection, and each
+/// replica adds its own: fewer per replica.
 fn worker_settings(backend: Backend) -> WorkerSettings {
+    let (pollers_per_activity, max_in_flight) = match backend {
+        Backend::Embedded => (32, 256),
+        Backend::Aws => (8, 64),
+    };
     WorkerSettings {
         poll_wait: Duration::from_secs(1),
+        pollers_per_activity,
+        max_in_flight,
         abandon_polls_after: match backend {
             Backend::Embedded => None,
             Backend::Aws => Some(Duration::from_secs(3)),

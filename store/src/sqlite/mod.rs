@@ -183,8 +183,23 @@ impl SqliteStore {
         self.inner.writer.write(f).await
     }
 
-    /// Runs `f` on a read connection on a blocking thread.
+    /// Runs `f`, a lookup by key, on a read connection: here, when one is free (a read of a
+    /// few cached pages takes microseconds, less than handing it to a blocking thread and
+    /// back), else on a blocking thread.
     pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        if let Some(conn) = self.inner.free_reader() {
+            return f(&conn);
+        }
+        self.scan(f).await
+    }
+
+    /// Runs `f`, which may read many rows (a listing), on a read connection on a blocking
+    /// thread.
+    pub(crate) async fn scan<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
@@ -195,16 +210,21 @@ impl SqliteStore {
 }
 
 impl Inner {
-    /// A free read connection if there is one, else the next one's turn.
-    fn reader(&self) -> MutexGuard<'_, Connection> {
+    /// A read connection nobody is using, if there is one.
+    fn free_reader(&self) -> Option<MutexGuard<'_, Connection>> {
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         let n = self.readers.len();
-        for i in 0..n {
-            if let Ok(guard) = self.readers[(start + i) % n].try_lock() {
-                return guard;
-            }
-        }
-        lock(&self.readers[start % n])
+        (0..n).find_map(|i| self.readers[(start + i) % n].try_lock().ok())
+    }
+
+    /// A free read connection if there is one, else the next one's turn.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        self.free_reader().unwrap_or_else(|| {
+            lock(
+                &self.readers
+                    [self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len()],
+            )
+        })
     }
 }
 
@@ -224,7 +244,6 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     }
     guard
 }
-
 
 async fn run_blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
