@@ -322,6 +322,25 @@ async fn open_embedded(
             return Err(e.into());
         }
     };
+    // The engine and its workers share this process, so every task a worker held when the
+    // last process stopped is lost with it: hand those out again now rather than after their
+    // heartbeat timeouts. Parked approvals are held by the order, not by a worker, and stay.
+    let held: Vec<String> = workflow
+        .activity_arns()
+        .iter()
+        .filter(|(activity, _)| **activity != Activity::AwaitApproval)
+        .map(|(_, arn)| arn.clone())
+        .collect();
+    match engine.expire_heartbeats(&held).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            tasks = n,
+            "tasks held when the last process stopped are handed out again"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "tasks held when the last process stopped wait for their heartbeat timeouts")
+        }
+    }
     tracing::info!(
         store = %settings.store_path.display(),
         engine = %settings.engine_path.display(),

@@ -497,6 +497,19 @@ impl Store {
         Ok(())
     }
 
+    /// Makes the heartbeat of every task of `activity_arn` that a worker holds due at `now_ms`
+    /// (the timers then fire as heartbeat timeouts); returns how many.
+    pub fn expire_started_heartbeats(&self, activity_arn: &str, now_ms: i64) -> Result<u64> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE timers SET due_ms = ?1 WHERE kind = ?2 AND due_ms > ?1 AND ref IN \
+                 (SELECT token FROM tasks WHERE status = 1 AND activity_arn = ?3)",
+            )?
+            .execute(params![now_ms, TimerKind::Heartbeat as i64, activity_arn])?;
+        Ok(changed as u64)
+    }
+
     /// Closes a task: its token is dead from now on. The input is dropped to save space.
     pub fn close_task(&self, token: &str) -> Result<()> {
         self.conn
