@@ -569,10 +569,9 @@ impl Writer {
                 activity_arns,
                 reply,
             } => {
-                let mut expired = 0;
-                for arn in &activity_arns {
-                    expired += self.store.expire_started_heartbeats(arn, millis(now))?;
-                }
+                let expired = self
+                    .store
+                    .expire_started_heartbeats(&activity_arns, millis(now))?;
                 b.reply(reply, Ok(expired));
             }
             Command::WatchCompletion { arn, reply } => {
