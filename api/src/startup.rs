@@ -8,8 +8,9 @@ use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, PaymentsSettings,
     ProvisionSettings, Settings,
 };
-use crate::http::{self, AppState, Metrics, OperatorToken};
+use crate::http::{self, AppState, Metrics, OperatorToken, SampledCounter};
 use crate::orders::OrderIntake;
+use crate::saga::counted::CountedOrders;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
 use engine::{Engine, EngineConfig, EngineError, Inspector};
@@ -85,9 +86,20 @@ pub fn generate_token() -> OperatorToken {
 /// waits for the polls in flight) is quick; Step Functions decides itself how long it holds a
 /// poll (up to 60 s), so on AWS a stop abandons the polls still open after a few seconds (a task
 /// handed to one is re-issued after its heartbeat timeout; see `WorkerSettings`).
+///
+/// Every step waits on commits (the store's, the engine's) more than it computes, so many run
+/// at once: the commits then carry many steps each. Each poll hands out one task, so there are
+/// enough pollers to keep the steps fed. On AWS a poll is a held HTTP connection, and each
+/// replica adds its own: fewer per replica.
 fn worker_settings(backend: Backend) -> WorkerSettings {
+    let (pollers_per_activity, max_in_flight) = match backend {
+        Backend::Embedded => (32, 256),
+        Backend::Aws => (8, 64),
+    };
     WorkerSettings {
         poll_wait: Duration::from_secs(1),
+        pollers_per_activity,
+        max_in_flight,
         abandon_polls_after: match backend {
             Backend::Embedded => None,
             Backend::Aws => Some(Duration::from_secs(3)),
@@ -121,6 +133,8 @@ struct Opened {
     workflow: Arc<dyn WorkflowPort>,
     activity_arns: HashMap<Activity, String>,
     engine: Option<Engine>,
+    /// The backend's own counters, for `/metrics`.
+    sampled: Vec<SampledCounter>,
 }
 
 impl Opened {
@@ -155,9 +169,19 @@ impl Service {
             workflow,
             activity_arns,
             engine,
+            sampled,
         } = opened;
+        let metrics = Metrics::with_sampled(sampled);
+        // The steps' view of the orders counts the sagas they end.
+        let step_ports = SagaPorts {
+            orders: Arc::new(CountedOrders {
+                orders: ports.orders.clone(),
+                metrics: metrics.clone(),
+            }),
+            ..ports.clone()
+        };
         let workers = SagaWorkers::start(
-            &ports,
+            &step_ports,
             workflow.clone(),
             move |a| activity_arns[&a].clone(),
             worker_settings(settings.backend.kind),
@@ -187,7 +211,7 @@ impl Service {
             limits: settings.limits.clone(),
             payments: ports.payments.clone(),
             shipping: ports.shipping.clone(),
-            metrics: Metrics::new(),
+            metrics,
         });
         Ok(Service {
             listener,
@@ -298,6 +322,25 @@ async fn open_embedded(
             return Err(e.into());
         }
     };
+    // The engine and its workers share this process, so every task a worker held when the
+    // last process stopped is lost with it: hand those out again now rather than after their
+    // heartbeat timeouts. Parked approvals are held by the order, not by a worker, and stay.
+    let held: Vec<String> = workflow
+        .activity_arns()
+        .iter()
+        .filter(|(activity, _)| **activity != Activity::AwaitApproval)
+        .map(|(_, arn)| arn.clone())
+        .collect();
+    match engine.expire_heartbeats(&held).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            tasks = n,
+            "tasks held when the last process stopped are handed out again"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "tasks held when the last process stopped wait for their heartbeat timeouts")
+        }
+    }
     tracing::info!(
         store = %settings.store_path.display(),
         engine = %settings.engine_path.display(),
@@ -311,8 +354,38 @@ async fn open_embedded(
         ports,
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
+        sampled: embedded_counters(&engine, &store),
         engine: Some(engine),
     })
+}
+
+/// The embedded backend's commit counters: with `synchronous=FULL` each commit is one fsync,
+/// so these say how much work each fsync carries.
+fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledCounter> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (e1, e2, s1, s2) = (engine.clone(), engine.clone(), store.clone(), store.clone());
+    vec![
+        SampledCounter {
+            name: "engine_commits",
+            help: "Grouped transactions the workflow engine committed (one fsync each)",
+            read: Box::new(move || e1.stats().commits.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "engine_transitions",
+            help: "States the workflow engine's executions entered",
+            read: Box::new(move || e2.stats().transitions.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "store_commits",
+            help: "Grouped transactions the store committed (one fsync each)",
+            read: Box::new(move || s1.writer_stats().commits.load(Relaxed)),
+        },
+        SampledCounter {
+            name: "store_writes",
+            help: "Writes carried by the store's commits",
+            read: Box::new(move || s2.writer_stats().writes.load(Relaxed)),
+        },
+    ]
 }
 
 /// The AWS SDK's configuration: the standard chain (environment, profiles, instance roles,
@@ -408,6 +481,7 @@ async fn open_aws(
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
+        sampled: Vec::new(),
     })
 }
 

@@ -595,6 +595,67 @@ async fn parked_tasks_and_timers_survive_a_reopen() {
     let _ = activity;
 }
 
+#[tokio::test]
+async fn expiring_heartbeats_after_a_reopen_hands_held_tasks_out_again_at_once() {
+    let db = db();
+    let (exec, parked_exec, held, parked);
+    let extra = json!({
+        // Far longer than the test: only the expiry can time the held task out in time.
+        "HeartbeatSeconds": 3600,
+        "Retry": [{"ErrorEquals": ["States.HeartbeatTimeout"], "IntervalSeconds": 1, "MaxAttempts": 2}]
+    });
+    {
+        let engine = open(&db).await;
+        let work = engine.create_activity("work").await.unwrap().activity_arn;
+        let park = engine.create_activity("park").await.unwrap().activity_arn;
+        let sm = machine(&engine, "m", one_activity_task(&work, extra.clone())).await;
+        let parking = machine(&engine, "p", one_activity_task(&park, extra)).await;
+        exec = start(&engine, &sm, "held", json!({})).await;
+        parked_exec = start(&engine, &parking, "parked", json!({})).await;
+        held = engine
+            .get_activity_task(&work, Some("dies"), LONG)
+            .await
+            .unwrap()
+            .unwrap();
+        parked = engine
+            .get_activity_task(&park, Some("parks"), LONG)
+            .await
+            .unwrap()
+            .unwrap();
+        engine.shutdown().await;
+    }
+    let engine = open(&db).await;
+    let work = engine.create_activity("work").await.unwrap().activity_arn;
+    assert_eq!(engine.expire_heartbeats(&[work.clone()]).await.unwrap(), 1);
+    let again = engine
+        .get_activity_task(&work, Some("new"), LONG)
+        .await
+        .unwrap()
+        .expect("the held task is handed out again");
+    assert_ne!(again.task_token, held.task_token);
+    let late = engine.send_task_success(&held.task_token, "{}").await;
+    assert!(
+        matches!(late, Err(EngineError::TaskTimedOut(_))),
+        "{late:?}"
+    );
+    engine
+        .send_task_success(&again.task_token, "{}")
+        .await
+        .unwrap();
+    let d = engine.wait_for_completion(&exec, LONG).await.unwrap();
+    assert_eq!(d.status, ExecutionStatus::Succeeded);
+    // Another activity's held task keeps its token.
+    engine
+        .send_task_success(&parked.task_token, "{}")
+        .await
+        .unwrap();
+    let p = engine
+        .wait_for_completion(&parked_exec, LONG)
+        .await
+        .unwrap();
+    assert_eq!(p.status, ExecutionStatus::Succeeded);
+}
+
 /// Counts invocations; fails the first `fail_first` calls with a transient error.
 struct Counting {
     calls: AtomicUsize,

@@ -1,17 +1,20 @@
-//! Prometheus metrics: requests by method, matched route and status, their durations, and the
-//! business outcomes (orders accepted/replayed/conflicting, approval decisions). Served as text
-//! at `/metrics`; labels never carry request content beyond the route template.
+//! Prometheus metrics: requests by method, matched route and status, their durations, the
+//! business outcomes (orders accepted/replayed/conflicting, approval decisions, sagas finished)
+//! and the embedded backend's commit counters. Served as text at `/metrics`; labels never carry
+//! request content beyond the route template.
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Instant;
+use store::OrderStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -37,7 +40,41 @@ struct DecisionLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
 type DurationFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+/// A counter kept elsewhere (the engine's and the store's own atomics), read at each scrape.
+pub struct SampledCounter {
+    /// The name without the `fulfillment_` prefix and the `_total` suffix.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub read: Box<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for SampledCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+#[derive(Debug)]
+struct Sampled(Vec<SampledCounter>);
+
+impl Collector for Sampled {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for counter in &self.0 {
+            let value = ConstCounter::new((counter.read)());
+            let metric =
+                encoder.encode_descriptor(counter.name, counter.help, None, value.metric_type())?;
+            value.encode(metric)?;
+        }
+        Ok(())
+    }
+}
 
 fn duration_histogram() -> Histogram {
     // 1 ms … ~32 s
@@ -50,6 +87,7 @@ struct Inner {
     durations: DurationFamily,
     orders: Family<OutcomeLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
+    sagas: Family<StatusLabels, Counter>,
 }
 
 /// The service's metrics (cheap to clone: one shared registry).
@@ -78,6 +116,11 @@ pub enum OrderOutcome {
 
 impl Metrics {
     pub fn new() -> Self {
+        Metrics::with_sampled(Vec::new())
+    }
+
+    /// The service's metrics and `sampled`, counters read from their owners at each scrape.
+    pub fn with_sampled(sampled: Vec<SampledCounter>) -> Self {
         let mut registry = Registry::with_prefix("fulfillment");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -103,9 +146,24 @@ impl Metrics {
             "Operator approval decisions, by decision and outcome",
             decisions.clone(),
         );
+        let sagas = Family::<StatusLabels, Counter>::default();
+        registry.register(
+            "sagas_finished",
+            "Orders this process saw end, by final status (a step delivered twice after a crash \
+             may count its order twice)",
+            sagas.clone(),
+        );
         // Every outcome is exported from the start, at zero.
         for outcome in ["accepted", "replayed", "conflict"] {
             let _ = orders.get_or_create(&OutcomeLabels { outcome });
+        }
+        for status in OrderStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+            let _ = sagas.get_or_create(&StatusLabels {
+                status: status.as_str(),
+            });
+        }
+        if !sampled.is_empty() {
+            registry.register_collector(Box::new(Sampled(sampled)));
         }
         Metrics(Arc::new(Inner {
             registry,
@@ -113,7 +171,18 @@ impl Metrics {
             durations,
             orders,
             decisions,
+            sagas,
         }))
+    }
+
+    /// An order ended with `status` (a terminal one).
+    pub fn saga_finished(&self, status: OrderStatus) {
+        self.0
+            .sagas
+            .get_or_create(&StatusLabels {
+                status: status.as_str(),
+            })
+            .inc();
     }
 
     pub fn order(&self, outcome: OrderOutcome) {

@@ -35,7 +35,7 @@ use tracing::Level;
 use utoipa_swagger_ui::{Config, SwaggerUi};
 use workflow::WorkflowPort;
 
-pub use metrics::Metrics;
+pub use metrics::{Metrics, SampledCounter};
 
 /// An operator bearer token. Never printed: `Debug` shows a placeholder.
 #[derive(Clone)]

@@ -3,6 +3,7 @@
 //! keeper heartbeats parked approval tokens.
 
 pub mod compensation_steps;
+pub mod counted;
 
 use compensation_steps::{RecordFailureStep, RefundStep, ReleaseStep};
 use std::sync::Arc;

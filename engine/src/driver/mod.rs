@@ -521,6 +521,20 @@ impl Engine {
         self.call(|reply| Command::Heartbeat { token, reply }).await
     }
 
+    /// Times out now, as if their workers had stopped heartbeating, the tasks of these
+    /// activities that workers hold (`States.HeartbeatTimeout`, which the definition's Retry
+    /// can hand out again); tasks with no heartbeat are left alone. For an owner whose workers
+    /// are known to be gone — the process that polled them died — so that their tasks need not
+    /// wait out `HeartbeatSeconds`. Returns how many tasks it timed out.
+    pub async fn expire_heartbeats(&self, activity_arns: &[String]) -> Result<u64, EngineError> {
+        let activity_arns = activity_arns.to_vec();
+        self.call(|reply| Command::ExpireHeartbeats {
+            activity_arns,
+            reply,
+        })
+        .await
+    }
+
     /// Stops the writer after the commands already queued; running executions stay in the
     /// database and continue on the next open.
     pub async fn shutdown(&self) {

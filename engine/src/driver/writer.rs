@@ -70,6 +70,10 @@ pub enum Command {
         token: String,
         reply: Reply<()>,
     },
+    ExpireHeartbeats {
+        activity_arns: Vec<String>,
+        reply: Reply<u64>,
+    },
     WatchCompletion {
         arn: String,
         reply: oneshot::Sender<()>,
@@ -560,6 +564,15 @@ impl Writer {
                     }
                 };
                 b.reply(reply, result);
+            }
+            Command::ExpireHeartbeats {
+                activity_arns,
+                reply,
+            } => {
+                let expired = self
+                    .store
+                    .expire_started_heartbeats(&activity_arns, millis(now))?;
+                b.reply(reply, Ok(expired));
             }
             Command::WatchCompletion { arn, reply } => {
                 let done = match self.store.execution_by_arn(&arn)? {

@@ -497,6 +497,22 @@ impl Store {
         Ok(())
     }
 
+    /// Makes the heartbeat of every task of these activities that a worker holds due at
+    /// `now_ms` (the timers then fire as heartbeat timeouts); returns how many. One pass over
+    /// the timers: a held task is one with a heartbeat timer.
+    pub fn expire_started_heartbeats(&self, activity_arns: &[String], now_ms: i64) -> Result<u64> {
+        let arns = serde_json::to_string(activity_arns).unwrap_or_else(|_| "[]".to_owned());
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE timers SET due_ms = ?1 WHERE kind = ?2 AND due_ms > ?1 AND EXISTS \
+                 (SELECT 1 FROM tasks WHERE tasks.token = timers.ref AND tasks.status = 1 \
+                 AND tasks.activity_arn IN (SELECT value FROM json_each(?3)))",
+            )?
+            .execute(params![now_ms, TimerKind::Heartbeat as i64, arns])?;
+        Ok(changed as u64)
+    }
+
     /// Closes a task: its token is dead from now on. The input is dropped to save space.
     pub fn close_task(&self, token: &str) -> Result<()> {
         self.conn

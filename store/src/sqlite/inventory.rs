@@ -273,7 +273,7 @@ impl InventoryRepository for SqliteStore {
     ) -> Result<Page<StockLevel>, StoreError> {
         let after = after.unwrap_or_default().to_owned();
         let limit = limit.max(1);
-        self.read(move |conn| {
+        self.scan(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_STOCK} WHERE sku > ?1 ORDER BY sku LIMIT ?2"
             ))?;
@@ -292,7 +292,7 @@ impl InventoryRepository for SqliteStore {
     ) -> Result<Page<Reservation>, StoreError> {
         let after = after.unwrap_or_default().to_owned();
         let limit = limit.max(1);
-        self.read(move |conn| {
+        self.scan(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_RESERVATION} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
             ))?;

@@ -320,7 +320,7 @@ impl Ledger for SqliteStore {
     ) -> Result<Page<Charge>, StoreError> {
         let after = after.unwrap_or_default().to_owned();
         let limit = limit.max(1);
-        self.read(move |conn| {
+        self.scan(move |conn| {
             let from_row = |r: &rusqlite::Row| charge_from_row(r).map(|c| c.charge);
             page_by_key(conn, SELECT_CHARGE, &after, limit, from_row, |c| {
                 c.idempotency_key.clone()
@@ -336,7 +336,7 @@ impl Ledger for SqliteStore {
     ) -> Result<Page<Refund>, StoreError> {
         let after = after.unwrap_or_default().to_owned();
         let limit = limit.max(1);
-        self.read(move |conn| {
+        self.scan(move |conn| {
             page_by_key(conn, SELECT_REFUND, &after, limit, refund_from_row, |r| {
                 r.idempotency_key.clone()
             })

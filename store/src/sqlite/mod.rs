@@ -3,26 +3,31 @@
 //! implements [`OrderRepository`](crate::OrderRepository) and
 //! [`InventoryRepository`](crate::InventoryRepository).
 //!
-//! Every operation is one short transaction on a blocking thread. Writes go through a single
-//! writer connection (SQLite allows one writer at a time anyway, and queuing on a mutex is
-//! cheaper than spinning on `SQLITE_BUSY`); reads use a second connection, which WAL lets run
-//! beside the writer and which sees every committed write.
+//! Writes go to one writer thread (`writer.rs`), which commits them in groups: each write runs
+//! in a savepoint of its own inside the group's transaction, so it is atomic and isolated as if
+//! alone, and a group costs one fsync however many writes it carries. Reads use a few other
+//! connections on blocking threads, which WAL lets run beside the writer and which see every
+//! committed write.
 
 mod codec;
 mod inventory;
 mod ledger;
 mod orders;
 mod schema;
+mod writer;
 
 pub(crate) use codec::*;
 pub use schema::SCHEMA_VERSION;
+pub use writer::WriterStats;
 
 use crate::error::StoreError;
 use crate::sandbox::{SandboxPayments, SandboxShipping};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Savepoint, Transaction};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use writer::Writer;
 
 /// How hard a commit works to survive a power cut.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,17 +40,22 @@ pub enum Durability {
     Normal,
 }
 
-/// The store: cheap to clone, every clone shares the same two connections.
+/// The store: cheap to clone, every clone shares the same writer and readers.
 #[derive(Clone)]
 pub struct SqliteStore {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    writer: Mutex<Connection>,
-    reader: Mutex<Connection>,
+    writer: Writer,
+    readers: Vec<Mutex<Connection>>,
+    /// Where the next reader search starts, so readers are used evenly.
+    next_reader: AtomicUsize,
     path: PathBuf,
 }
+
+/// Read connections: reads run on blocking threads, a few at a time, beside the writer.
+const READERS: usize = 4;
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -81,14 +91,28 @@ impl SqliteStore {
         writer.pragma_update(None, "synchronous", synchronous)?;
         schema::migrate(&mut writer, SCHEMA_VERSION)?;
 
-        let reader = Connection::open(&path)?;
-        reader.busy_timeout(BUSY_TIMEOUT)?;
-        // A guard against a read path that writes by mistake.
-        reader.pragma_update(None, "query_only", true)?;
+        let readers = (0..READERS)
+            .map(|_| {
+                let reader = Connection::open(&path)?;
+                reader.busy_timeout(BUSY_TIMEOUT)?;
+                // A guard against a read path that writes by mistake.
+                reader.pragma_update(None, "query_only", true)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        SqliteStore::assemble(path, writer, readers)
+    }
+
+    fn assemble(
+        path: PathBuf,
+        writer: Connection,
+        readers: Vec<Mutex<Connection>>,
+    ) -> Result<SqliteStore, StoreError> {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
-                writer: Mutex::new(writer),
-                reader: Mutex::new(reader),
+                writer: Writer::start(writer)?,
+                readers,
+                next_reader: AtomicUsize::new(0),
                 path,
             }),
         })
@@ -119,13 +143,9 @@ impl SqliteStore {
                 path.display()
             )));
         }
-        Ok(SqliteStore {
-            inner: Arc::new(Inner {
-                writer: Mutex::new(open()?),
-                reader: Mutex::new(reader),
-                path,
-            }),
-        })
+        let readers = vec![Mutex::new(reader), Mutex::new(open()?)];
+        let writer = open()?;
+        SqliteStore::assemble(path, writer, readers)
     }
 
     pub fn path(&self) -> &Path {
@@ -147,31 +167,72 @@ impl SqliteStore {
         SandboxShipping::new(self.clone())
     }
 
-    /// Runs `f` on the writer connection on a blocking thread.
+    /// The group-commit writer's counters.
+    pub fn writer_stats(&self) -> &WriterStats {
+        self.inner.writer.stats()
+    }
+
+    /// Runs `f` in the writer's next group transaction and answers once that is committed.
+    /// `f` makes its changes in a savepoint ([`immediate`]) and commits it; a savepoint it
+    /// drops, by returning early or with an error, leaves nothing behind.
     pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+        F: for<'c> FnOnce(&mut Transaction<'c>) -> Result<T, StoreError> + Send + 'static,
     {
-        let inner = self.inner.clone();
-        run_blocking(move || f(&mut lock(&inner.writer))).await
+        self.inner.writer.write(f).await
     }
 
-    /// Runs `f` on the read connection on a blocking thread.
+    /// Runs `f`, a lookup by key, on a read connection: here, when one is free (a read of a
+    /// few cached pages takes microseconds, less than handing it to a blocking thread and
+    /// back), else on a blocking thread.
     pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        if let Some(conn) = self.inner.free_reader() {
+            return f(&conn);
+        }
+        self.scan(f).await
+    }
+
+    /// Runs `f`, which may read many rows (a listing), on a read connection on a blocking
+    /// thread.
+    pub(crate) async fn scan<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
         let inner = self.inner.clone();
-        run_blocking(move || f(&lock(&inner.reader))).await
+        run_blocking(move || f(&inner.reader())).await
     }
 }
 
-/// Starts a write transaction that takes the write lock at once, so what it reads cannot change
-/// before it writes (a deferred transaction could fail to upgrade with `SQLITE_BUSY` half-way).
-pub(crate) fn immediate(conn: &mut Connection) -> Result<Transaction<'_>, StoreError> {
-    Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+impl Inner {
+    /// A read connection nobody is using, if there is one.
+    fn free_reader(&self) -> Option<MutexGuard<'_, Connection>> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        (0..n).find_map(|i| self.readers[(start + i) % n].try_lock().ok())
+    }
+
+    /// A free read connection if there is one, else the next one's turn.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        self.free_reader().unwrap_or_else(|| {
+            lock(
+                &self.readers
+                    [self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len()],
+            )
+        })
+    }
+}
+
+/// A write's own savepoint in the group transaction: the group holds the write lock from its
+/// start, so what the write reads cannot change before it writes; committing the savepoint
+/// keeps its changes, dropping it undoes them.
+pub(crate) fn immediate<'a>(tx: &'a mut Transaction<'_>) -> Result<Savepoint<'a>, StoreError> {
+    Ok(tx.savepoint()?)
 }
 
 fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {

@@ -311,7 +311,7 @@ impl OrderRepository for SqliteStore {
     }
 
     async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
-        self.read(move |conn| {
+        self.scan(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT order_id, amount_cents, currency, approval_requested_at, \
                  approval_task_token FROM orders \
@@ -345,7 +345,7 @@ impl OrderRepository for SqliteStore {
     ) -> Result<Page<Order>, StoreError> {
         let after = after.unwrap_or_default().to_owned();
         let limit = limit.max(1);
-        self.read(move |conn| {
+        self.scan(move |conn| {
             let mut stmt = conn.prepare_cached(&format!(
                 "{SELECT_ORDER} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
             ))?;

@@ -245,20 +245,38 @@ pub struct KeeperRound {
 /// The most parked approvals heartbeaten in one round.
 const KEEPER_BATCH: u32 = 100_000;
 
+/// Heartbeats in flight at once. Each waits for a commit (embedded) or a round trip (AWS);
+/// one at a time, a round of 100,000 would take 100,000 of them, longer than the approval
+/// heartbeat on a slow disk. Together they share the commits.
+const BEATS_IN_FLIGHT: usize = 64;
+
 impl ApprovalKeeper {
     pub async fn beat_once(&self) -> Result<KeeperRound, StoreError> {
-        let mut round = KeeperRound::default();
-        for pending in self.orders.pending_approvals(KEEPER_BATCH).await? {
-            match self.workflow.send_task_heartbeat(&pending.task_token).await {
-                Ok(()) => round.alive += 1,
-                Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
-                    round.dead += 1
-                }
-                Err(e) => {
-                    tracing::warn!(order_id = %pending.order_id, error = %e, "approval heartbeat failed");
-                }
-            }
-        }
+        use futures_util::StreamExt;
+        let pending = self.orders.pending_approvals(KEEPER_BATCH).await?;
+        let beats = futures_util::stream::iter(pending)
+            .map(|p| async move {
+                let beat = self.workflow.send_task_heartbeat(&p.task_token).await;
+                (p.order_id, beat)
+            })
+            .buffer_unordered(BEATS_IN_FLIGHT);
+        let round = beats
+            .fold(
+                KeeperRound::default(),
+                |mut round, (order_id, beat)| async move {
+                    match beat {
+                        Ok(()) => round.alive += 1,
+                        Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
+                            round.dead += 1
+                        }
+                        Err(e) => {
+                            tracing::warn!(%order_id, error = %e, "approval heartbeat failed");
+                        }
+                    }
+                    round
+                },
+            )
+            .await;
         Ok(round)
     }
 

@@ -1,0 +1,84 @@
+//! The orders repository as the saga's steps see it: every call goes to the store, and an order
+//! the steps move to a final status is counted in the service's metrics
+//! (`fulfillment_sagas_finished_total`), where operators and the benchmarks watch sagas end.
+
+use crate::http::Metrics;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use store::{
+    Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
+    OrderStatus, Page, PendingApproval, StoreError,
+};
+
+pub struct CountedOrders {
+    pub orders: Arc<dyn OrderRepository>,
+    pub metrics: Metrics,
+}
+
+#[async_trait]
+impl OrderRepository for CountedOrders {
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
+        self.orders.create(order).await
+    }
+
+    async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
+        self.orders.get(id).await
+    }
+
+    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
+        self.orders.set_execution(id, execution_arn).await
+    }
+
+    async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {
+        self.orders.record_charge(id, charge).await
+    }
+
+    /// Counts the order when this move ends it. Steps are delivered at least once, so a
+    /// redelivery after a crash, finding the order already there, counts it again: the count
+    /// is of ends recorded, not of distinct orders.
+    async fn advance(
+        &self,
+        id: &OrderId,
+        to: OrderStatus,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let order = self.orders.advance(id, to, failure).await?;
+        if to.is_terminal() && order.status == to {
+            self.metrics.saga_finished(to);
+        }
+        Ok(order)
+    }
+
+    async fn park_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Order, StoreError> {
+        self.orders.park_approval(id, task_token, at).await
+    }
+
+    async fn decide(
+        &self,
+        id: &OrderId,
+        decision: Decision,
+        by: &str,
+        reason: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> Result<Decided, StoreError> {
+        self.orders.decide(id, decision, by, reason, at).await
+    }
+
+    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        self.orders.pending_approvals(limit).await
+    }
+
+    async fn list_orders(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        self.orders.list_orders(after, limit).await
+    }
+}
