@@ -129,13 +129,17 @@ impl OrderIntake {
         })
     }
 
+    /// Stores the order with its execution's ARN (one write), then starts the execution. A
+    /// repeat of an order still running starts its execution again, which is idempotent: that
+    /// is what repairs an order a crash left stored but unstarted.
     pub async fn place(&self, request: OrderRequest) -> Result<Placed, IntakeError> {
         let new = self.new_order(request)?;
         let hash = new.body_hash.clone();
-        match self.orders.create(new).await? {
+        let arn = self.workflow.execution_arn(new.order_id.as_str());
+        match self.orders.create_with_execution(new, &arn).await? {
             Created::New(order) => Ok(Placed::Accepted(self.start(order).await?)),
             Created::Existing(order) if order.new.body_hash != hash => Ok(Placed::Conflict(order)),
-            Created::Existing(order) if order.execution_arn.is_none() => {
+            Created::Existing(order) if !order.status.is_terminal() => {
                 Ok(Placed::Replayed(self.start(order).await?))
             }
             Created::Existing(order) => Ok(Placed::Replayed(order)),
@@ -153,10 +157,13 @@ impl OrderIntake {
             Err(WorkflowError::ExecutionAlreadyExists(_)) => self.workflow.execution_arn(name),
             Err(e) => return Err(e.into()),
         };
-        self.orders
-            .set_execution(order.id(), &execution_arn)
-            .await?;
-        order.execution_arn = Some(execution_arn);
+        // Orders stored before their ARN was written with them get it now.
+        if order.execution_arn.is_none() {
+            self.orders
+                .set_execution(order.id(), &execution_arn)
+                .await?;
+            order.execution_arn = Some(execution_arn);
+        }
         Ok(order)
     }
 }

@@ -405,6 +405,11 @@ pub fn orders_have_running_executions(
                 order(&o.id),
                 format!("{status} but its execution {arn} is {s}"),
             )),
+            // The ARN is stored with the order, before its execution starts.
+            Some(None) if o.status == OrderStatus::Accepted => out.push(Violation::new(
+                order(&o.id),
+                "stored but never started; a retry of its POST starts it".to_owned(),
+            )),
             Some(None) => out.push(Violation::new(
                 order(&o.id),
                 format!("{status} but its execution {arn} does not exist"),

@@ -22,6 +22,16 @@ impl OrderRepository for CountedOrders {
         self.orders.create(order).await
     }
 
+    async fn create_with_execution(
+        &self,
+        order: NewOrder,
+        execution_arn: &str,
+    ) -> Result<Created, StoreError> {
+        self.orders
+            .create_with_execution(order, execution_arn)
+            .await
+    }
+
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         self.orders.get(id).await
     }

@@ -175,10 +175,17 @@ impl DynamoStore {
 /// token re-parked, another decision); each try reads the order as the refusal found it.
 const DECIDE_ATTEMPTS: u32 = 5;
 
-#[async_trait]
-impl OrderRepository for DynamoStore {
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
-        let item = new_order_item(&order, Utc::now())?;
+impl DynamoStore {
+    /// Puts the order unless its id exists, with its execution's ARN when known.
+    async fn insert(
+        &self,
+        order: NewOrder,
+        execution_arn: Option<&str>,
+    ) -> Result<Created, StoreError> {
+        let mut item = new_order_item(&order, Utc::now())?;
+        if let Some(arn) = execution_arn {
+            item.insert("execution_arn".to_owned(), s(arn));
+        }
         match self.put_new(item).await? {
             Written::Done(item) => Ok(Created::New(order_from(&item)?)),
             Written::Refused(Some(item)) => Ok(Created::Existing(order_from(&item)?)),
@@ -187,6 +194,21 @@ impl OrderRepository for DynamoStore {
                 order.order_id
             ))),
         }
+    }
+}
+
+#[async_trait]
+impl OrderRepository for DynamoStore {
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
+        self.insert(order, None).await
+    }
+
+    async fn create_with_execution(
+        &self,
+        order: NewOrder,
+        execution_arn: &str,
+    ) -> Result<Created, StoreError> {
+        self.insert(order, Some(execution_arn)).await
     }
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {

@@ -130,20 +130,25 @@ async fn update_and_load(
         .await
 }
 
-#[async_trait]
-impl OrderRepository for SqliteStore {
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
-        let items = to_json(&order.items)?;
-        let address = to_json(&order.shipping_address)?;
-        let amount = to_sql_u64(order.amount_cents, "amount")?;
-        self.write(move |conn| {
+/// Inserts the order unless its id exists, with its execution's ARN when known.
+async fn insert(
+    store: &SqliteStore,
+    order: NewOrder,
+    execution_arn: Option<String>,
+) -> Result<Created, StoreError> {
+    let items = to_json(&order.items)?;
+    let address = to_json(&order.shipping_address)?;
+    let amount = to_sql_u64(order.amount_cents, "amount")?;
+    store
+        .write(move |conn| {
             let tx = immediate(conn)?;
             let created_at = ts(order.created_at);
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO orders (order_id, customer_id, items, currency, payment_method, \
                      shipping_address, amount_cents, requires_approval, body_hash, created_at, \
-                     status, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10) \
+                     status, updated_at, execution_arn) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10, ?12) \
                      ON CONFLICT (order_id) DO NOTHING",
                 )?
                 .execute(params![
@@ -158,6 +163,7 @@ impl OrderRepository for SqliteStore {
                     order.body_hash,
                     created_at,
                     OrderStatus::Accepted.as_str(),
+                    execution_arn,
                 ])?;
             let stored = load_existing(&tx, &order.order_id)?;
             tx.commit()?;
@@ -168,6 +174,20 @@ impl OrderRepository for SqliteStore {
             })
         })
         .await
+}
+
+#[async_trait]
+impl OrderRepository for SqliteStore {
+    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
+        insert(self, order, None).await
+    }
+
+    async fn create_with_execution(
+        &self,
+        order: NewOrder,
+        execution_arn: &str,
+    ) -> Result<Created, StoreError> {
+        insert(self, order, Some(execution_arn.to_owned())).await
     }
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
