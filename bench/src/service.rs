@@ -41,6 +41,13 @@ impl Backend {
     }
 }
 
+/// What the status endpoint says of one order.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    pub status: String,
+    pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// A `fulfillment serve` and where it keeps its state.
 pub struct Service {
     pub backend: Backend,
@@ -227,8 +234,19 @@ impl Service {
     /// The status of each order of `ids` (one closed-loop sweep); an order the service does
     /// not answer for is `"?<http status>"`.
     pub async fn statuses(&self, ids: &[String]) -> Result<Vec<String>> {
+        Ok(self
+            .views(ids)
+            .await?
+            .into_iter()
+            .map(|v| v.status)
+            .collect())
+    }
+
+    /// Every order's status and when it last changed (`updatedAt`, the service's clock: for
+    /// a finished order, when it finished), in the order of `ids`.
+    pub async fn views(&self, ids: &[String]) -> Result<Vec<View>> {
         let ids: Arc<Vec<String>> = Arc::new(ids.to_vec());
-        let found = Arc::new(Mutex::new(vec![String::new(); ids.len()]));
+        let found = Arc::new(Mutex::new(vec![View::default(); ids.len()]));
         let make: MakeRequest = {
             let ids = ids.clone();
             Arc::new(move |i| Spec::get(format!("/orders/{}/status", ids[i as usize])))
@@ -240,15 +258,22 @@ impl Service {
             closed::Until::count(ids.len() as u64),
             make,
             Some(Arc::new(move |i, status, body, _| {
-                let s = if status == 200 {
-                    serde_json::from_slice::<serde_json::Value>(body)
-                        .ok()
-                        .and_then(|v| v["status"].as_str().map(str::to_owned))
-                        .unwrap_or_else(|| "?unreadable".to_owned())
+                let view = if status == 200 {
+                    let v = serde_json::from_slice::<serde_json::Value>(body).unwrap_or_default();
+                    View {
+                        status: v["status"].as_str().unwrap_or("?unreadable").to_owned(),
+                        updated_at: v["updatedAt"]
+                            .as_str()
+                            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                            .map(|t| t.with_timezone(&chrono::Utc)),
+                    }
                 } else {
-                    format!("?{status}")
+                    View {
+                        status: format!("?{status}"),
+                        updated_at: None,
+                    }
                 };
-                sink.lock().unwrap()[i as usize] = s;
+                sink.lock().unwrap()[i as usize] = view;
             })),
         )
         .await?;

@@ -155,7 +155,17 @@ impl Pool {
             Some(conn) if conn.usable() => conn,
             _ => Conn::open(self.addr).await?,
         };
-        let answer = conn.send(spec).await;
+        let mut answer = conn.send(spec).await;
+        if answer
+            .as_ref()
+            .is_err_and(|e| !e.is::<tokio::time::error::Elapsed>())
+        {
+            // The server closes a keep-alive connection idle for its read timeout, and may do
+            // so just as it is used: send again once on a fresh connection, as HTTP clients
+            // do. Safe for every request here: orders and decisions are idempotent by key.
+            conn = Conn::open(self.addr).await?;
+            answer = conn.send(spec).await;
+        }
         if answer.is_ok() && conn.usable() {
             self.idle.lock().unwrap().push(conn);
         }

@@ -1,26 +1,21 @@
 //! saga: small orders end to end. N orders are submitted (open loop at a rate, or closed loop
 //! as fast as it goes); completed sagas/s is N over the time from the first POST until all N
 //! have finished (by `fulfillment_sagas_finished_total`, read every 100 ms, or by status
-//! sweeps where the metric is absent). Every 20th order is polled every 5 ms from its 202 for
-//! the 202-to-COMPLETED latency.
+//! sweeps where the metric is absent). The 202-to-COMPLETED latency of every order is the
+//! time from its 202 (this process's wall clock) to the `updatedAt` its status shows once
+//! COMPLETED (the service's, the same machine's clock): read once at the end, so measuring
+//! adds no load while the sagas run.
 
 use super::{Ctx, Figure, Report, Window};
-use crate::load::{OnAnswer, Pool, Spec, closed, open};
-use crate::service::{Service, is_terminal, order_id, order_ids, place_orders, tally};
+use crate::load::{OnAnswer, closed, open};
+use crate::service::{Service, is_terminal, order_ids, place_orders, tally};
 use crate::stats::{Latencies, ms};
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::task::JoinHandle;
+use std::time::Instant;
 
 const PRICE_CENTS: u64 = 1500;
-/// One order in this many is followed from its 202 to its end.
-const SAMPLE_EVERY: u64 = 20;
-const SAMPLE_POLL: Duration = Duration::from_millis(5);
-/// Connections the sampled orders' polls share. Few: with 1/20 of the orders in flight each
-/// polled every 5 ms, unbounded polling would cost the server more than the sagas measured
-/// (a poll then waits for a free connection, which can only make a latency look longer).
-const SAMPLE_CONNECTIONS: usize = 8;
 
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;
@@ -29,32 +24,15 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     let addr = service.addr();
     let window = Window::open(&service).await;
 
-    let latencies = Arc::new(Mutex::new(Latencies::new()));
-    let pollers: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-    let pool = Pool::new(addr, SAMPLE_CONNECTIONS);
+    let accepted: Arc<Mutex<Vec<Option<DateTime<Utc>>>>> =
+        Arc::new(Mutex::new(vec![None; n as usize]));
     let deadline = ctx.deadline();
     let on_answer: OnAnswer = {
-        let (latencies, pollers, run) = (latencies.clone(), pollers.clone(), ctx.run.clone());
-        Arc::new(move |i, status, _, answered| {
-            if status != 202 || i % SAMPLE_EVERY != 0 {
-                return;
+        let accepted = accepted.clone();
+        Arc::new(move |i, status, _, _| {
+            if status == 202 {
+                accepted.lock().unwrap()[i as usize] = Some(Utc::now());
             }
-            let spec = Spec::get(format!("/orders/{}/status", order_id(&run, "s", i)));
-            let (latencies, pool) = (latencies.clone(), pool.clone());
-            pollers.lock().unwrap().push(tokio::spawn(async move {
-                while Instant::now() < deadline {
-                    let status = pool.json(&spec).await.ok();
-                    let status = status.as_ref().and_then(|v| v["status"].as_str());
-                    if status == Some("COMPLETED") {
-                        latencies.lock().unwrap().record(answered.elapsed());
-                        return;
-                    }
-                    if status.is_some_and(is_terminal) {
-                        return;
-                    }
-                    tokio::time::sleep(SAMPLE_POLL).await;
-                }
-            }));
         })
     };
 
@@ -89,20 +67,22 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     let elapsed = finished - t0;
     let mut engine_figures = Vec::new();
     let counters = window.close(&service, ctx, &mut engine_figures).await;
-    let handles = std::mem::take(&mut *pollers.lock().unwrap());
-    for handle in handles {
-        let _ = handle.await;
-    }
-    let statuses = service.statuses(&ids).await?;
+    let views = service.views(&ids).await?;
     service.stop().await?;
+    let statuses: Vec<String> = views.iter().map(|v| v.status.clone()).collect();
     anyhow::ensure!(
         statuses.iter().all(|s| s == "COMPLETED"),
         "not every saga COMPLETED: {}",
         tally(&statuses)
     );
+    let mut l = Latencies::new();
+    for (view, accepted) in views.iter().zip(accepted.lock().unwrap().iter()) {
+        if let (Some(done), Some(accepted)) = (view.updated_at, accepted) {
+            l.record((done - *accepted).to_std().unwrap_or_default());
+        }
+    }
 
     let rate = n as f64 / elapsed.as_secs_f64();
-    let l = latencies.lock().unwrap().clone();
     let mut figures = vec![
         Figure::rate("completed sagas/s", rate, "/s"),
         Figure::millis("202-to-COMPLETED p50", l.quantile(0.5)),
@@ -112,7 +92,7 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     Ok(Report {
         summary: format!(
             "{rate:.0} sagas/s, 202-to-COMPLETED p50 {} p99 {} ({n} orders in {:.2} s, {how}; \
-             {} sampled){counters}",
+             latency of {}){counters}",
             ms(l.quantile(0.5)),
             ms(l.quantile(0.99)),
             elapsed.as_secs_f64(),
