@@ -87,13 +87,14 @@ pub fn generate_token() -> OperatorToken {
 /// poll (up to 60 s), so on AWS a stop abandons the polls still open after a few seconds (a task
 /// handed to one is re-issued after its heartbeat timeout; see `WorkerSettings`).
 ///
-/// Every step waits on commits (the store's, the engine's) more than it computes, so many run
-/// at once: the commits then carry many steps each. Each poll hands out one task, so there are
-/// enough pollers to keep the steps fed. On AWS a poll is a held HTTP connection, and each
-/// replica adds its own: fewer per replica.
+/// Every step waits on commits (the store's, the engine's) more than it computes, so several
+/// run at once and the commits carry many steps each. Not too many: past that, every commit
+/// only grows and the orders being accepted wait behind it (measured in BENCHMARKS.md: 64 steps
+/// of an activity in flight, 16 polls, beat 16 and 2, and 256 and 32). Each poll hands out one
+/// task. On AWS a poll is a held HTTP connection, and each replica adds its own.
 fn worker_settings(backend: Backend) -> WorkerSettings {
     let (pollers_per_activity, max_in_flight) = match backend {
-        Backend::Embedded => (32, 256),
+        Backend::Embedded => (16, 64),
         Backend::Aws => (8, 64),
     };
     WorkerSettings {
