@@ -80,7 +80,12 @@ impl Stack {
         let port = free_port()?;
         let log = std::fs::File::create(dir.path().join("fakecloud.log"))?;
         let mut fakecloud = Command::new(&fakecloud_bin)
-            .args(["--addr", &format!("127.0.0.1:{port}"), "--log", "warn"])
+            .args([
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+                "--log-level",
+                "warn",
+            ])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -132,24 +137,13 @@ impl Stack {
     /// A command of the binary with the emulators' endpoints and test credentials, and none of
     /// the bench's own `AWS_*` or `FULFILLMENT_*` variables.
     pub fn command(&self, subcommand: &str) -> Command {
-        let mut cmd = Command::new(harness::binary());
-        cmd.arg(subcommand).current_dir(self.dir.path());
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("FULFILLMENT_") || key.starts_with("AWS_") {
-                cmd.env_remove(key.as_ref());
-            }
-        }
-        cmd.env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_CONFIG_FILE", "/dev/null")
-            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_ENDPOINT_URL_SFN", &self.sfn_endpoint)
-            .env("AWS_ENDPOINT_URL_DYNAMODB", self.moto.endpoint())
-            .env("FULFILLMENT_TABLE", &self.table);
-        cmd
+        harness::aws::emulated_aws_command(
+            subcommand,
+            self.dir.path(),
+            &self.sfn_endpoint,
+            self.moto.endpoint(),
+            &self.table,
+        )
     }
 
     fn on_the_backend(&self, subcommand: &str) -> Command {

@@ -63,24 +63,13 @@ impl AwsStack {
     /// A command of the binary with the emulators' endpoints and test credentials, and no
     /// `AWS_*` or `FULFILLMENT_*` variable of the test's own environment.
     pub fn command(&self, subcommand: &str) -> Command {
-        let mut cmd = Command::new(binary());
-        cmd.arg(subcommand).current_dir(self.dir.dir());
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("FULFILLMENT_") || key.starts_with("AWS_") {
-                cmd.env_remove(key.as_ref());
-            }
-        }
-        cmd.env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_CONFIG_FILE", "/dev/null")
-            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("AWS_ENDPOINT_URL_SFN", &self.engine.base)
-            .env("AWS_ENDPOINT_URL_DYNAMODB", self.moto.endpoint())
-            .env("FULFILLMENT_TABLE", &self.table);
-        cmd
+        emulated_aws_command(
+            subcommand,
+            self.dir.dir(),
+            &self.engine.base,
+            self.moto.endpoint(),
+            &self.table,
+        )
     }
 
     /// Runs `fulfillment provision`; its standard output.
@@ -132,4 +121,34 @@ impl AwsStack {
     pub fn audit_command(&self) -> Command {
         self.on_the_backend("audit")
     }
+}
+
+/// `fulfillment <subcommand>` run in `dir` against emulated AWS: Step Functions at
+/// `sfn_endpoint`, DynamoDB at `dynamodb_endpoint` (table `table`), with test credentials and
+/// none of the caller's own `AWS_*` or `FULFILLMENT_*` variables.
+pub fn emulated_aws_command(
+    subcommand: &str,
+    dir: &std::path::Path,
+    sfn_endpoint: &str,
+    dynamodb_endpoint: &str,
+    table: &str,
+) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.arg(subcommand).current_dir(dir);
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("FULFILLMENT_") || key.starts_with("AWS_") {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    cmd.env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ENDPOINT_URL_SFN", sfn_endpoint)
+        .env("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_endpoint)
+        .env("FULFILLMENT_TABLE", table);
+    cmd
 }
