@@ -1,4 +1,5 @@
-//! `InventoryRepository` on SQLite. A reservation is one immediate transaction: it checks that
+//! `InventoryRepository` on SQLite. A reservation is one write (a savepoint of the writer's
+//! group transaction, which holds the write lock from its start): it checks that
 //! the order has none, then takes each SKU with a conditional decrement
 //! (`… WHERE available >= quantity`), and rolls everything back at the first SKU short. Since
 //! the write lock is held from the first read, two orders for the last unit are serialized and

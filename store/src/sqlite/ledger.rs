@@ -1,5 +1,6 @@
 //! The sandbox gateways' ledger in the `sandbox_*` tables of the store's file (schema step 3).
-//! Each conditional write is one immediate transaction: it looks, then writes or reports what
+//! Each conditional write is one write of the group commit (its own savepoint, the write lock
+//! held): it looks, then writes or reports what
 //! it found. Voids are marker rows in `sandbox_attempts` (`void:{order}` for payments,
 //! `void-shipping:{order}` for shipping), beside the counts of the "once" behaviours.
 

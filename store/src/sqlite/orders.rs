@@ -1,7 +1,8 @@
 //! `OrderRepository` on SQLite. Each write is a single conditional statement (the condition is
 //! the contract: insert if absent, move status only to a higher rank, record a decision only if
-//! none is recorded), inside an immediate transaction that also reads the row back, so the
-//! record returned is exactly the one the write left.
+//! none is recorded), inside the write's own savepoint of the writer's group transaction (which
+//! holds the write lock), that also reads the row back, so the record returned is exactly the
+//! one the write left.
 
 use super::{
     SqliteStore, get_json, get_opt_ts, get_ts, get_u64, immediate, now, to_json, to_sql_u64, ts,
