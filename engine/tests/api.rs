@@ -626,7 +626,13 @@ async fn expiring_heartbeats_after_a_reopen_hands_held_tasks_out_again_at_once()
     }
     let engine = open(&db).await;
     let work = engine.create_activity("work").await.unwrap().activity_arn;
-    assert_eq!(engine.expire_heartbeats(&[work.clone()]).await.unwrap(), 1);
+    assert_eq!(
+        engine
+            .expire_heartbeats(std::slice::from_ref(&work))
+            .await
+            .unwrap(),
+        1
+    );
     let again = engine
         .get_activity_task(&work, Some("new"), LONG)
         .await
