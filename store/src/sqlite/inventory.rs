@@ -10,7 +10,7 @@
 //! it gets `Reserved::Existing` with that empty released reservation, and takes nothing.
 //! `reservation()` shows the marker the same way: `RELEASED`, no lines, stamped at the release.
 
-use super::{SqliteStore, get_json, get_ts, get_u64, immediate, now, to_json, to_sql_u64};
+use super::{SqliteStore, get_json, get_ts, get_u64, now, savepoint, to_json, to_sql_u64};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{InventoryRepository, Page, Released, Reserved};
@@ -117,7 +117,7 @@ impl InventoryRepository for SqliteStore {
         let sku = sku.to_owned();
         let count = to_sql_u64(available, "available quantity")?;
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             // What is held or gone stays so: the count sets what is available, and the total
             // follows from it (in the same statement, so nothing moves in between).
             tx.prepare_cached(
@@ -149,7 +149,7 @@ impl InventoryRepository for SqliteStore {
         let lines = lines.to_vec();
         let lines_json = to_json(&lines)?;
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             if let Some(row) = load(&tx, &id)? {
                 return Ok(Reserved::Existing(row.reservation));
             }
@@ -197,7 +197,7 @@ impl InventoryRepository for SqliteStore {
     async fn release(&self, order_id: &OrderId) -> Result<Released, StoreError> {
         let id = order_id.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let outcome = match load(&tx, &id)? {
                 None => {
                     let stamp = now();
@@ -236,7 +236,7 @@ impl InventoryRepository for SqliteStore {
     async fn mark_shipped(&self, order_id: &OrderId) -> Result<Reservation, StoreError> {
         let id = order_id.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let Some(row) = load(&tx, &id)? else {
                 return Err(StoreError::NotFound(format!("reservation of order {id}")));
             };

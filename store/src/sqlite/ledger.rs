@@ -4,7 +4,7 @@
 //! it found. Voids are marker rows in `sandbox_attempts` (`void:{order}` for payments,
 //! `void-shipping:{order}` for shipping), beside the counts of the "once" behaviours.
 
-use super::{SqliteStore, bad_column, get_ts, get_u64, immediate, to_sql_u64, ts};
+use super::{SqliteStore, bad_column, get_ts, get_u64, savepoint, to_sql_u64, ts};
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
 use crate::ports::Page;
@@ -151,7 +151,7 @@ impl Ledger for SqliteStore {
     async fn count_attempt(&self, key: &str) -> Result<u64, StoreError> {
         let key = key.to_owned();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let count = bump_attempt(&tx, &key)?;
             tx.commit()?;
             Ok(count)
@@ -187,7 +187,7 @@ impl Ledger for SqliteStore {
     async fn add_charge(&self, charge: &LedgerCharge) -> Result<ChargeAdded, StoreError> {
         let row = charge.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let c = &row.charge;
             if let Some(found) = charge_where(&tx, "idempotency_key", &c.idempotency_key)? {
                 return Ok(ChargeAdded::Existing(found));
@@ -218,7 +218,7 @@ impl Ledger for SqliteStore {
     async fn void_payment(&self, order_id: &OrderId) -> Result<PaymentVoid, StoreError> {
         let id = order_id.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             if let Some(found) = charge_of_order(&tx, &id)? {
                 return Ok(PaymentVoid::Charged(found));
             }
@@ -244,7 +244,7 @@ impl Ledger for SqliteStore {
     async fn add_refund(&self, refund: &Refund, _: &Charge) -> Result<RefundAdded, StoreError> {
         let refund = refund.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             if let Some(found) = refund_where(&tx, "idempotency_key", &refund.idempotency_key)? {
                 return Ok(RefundAdded::KeyUsed(found));
             }
@@ -277,7 +277,7 @@ impl Ledger for SqliteStore {
     async fn add_shipment(&self, shipment: &Shipment) -> Result<ShipmentAdded, StoreError> {
         let shipment = shipment.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             match shipping(&tx, &shipment.order_id)? {
                 Shipping::Shipped(found) => return Ok(ShipmentAdded::Existing(found)),
                 Shipping::Voided => return Ok(ShipmentAdded::Voided),
@@ -302,7 +302,7 @@ impl Ledger for SqliteStore {
     async fn void_shipping(&self, order_id: &OrderId) -> Result<Shipping, StoreError> {
         let id = order_id.clone();
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let found = shipping(&tx, &id)?;
             if found == Shipping::Open {
                 bump_attempt(&tx, &shipping_void_key(&id))?;

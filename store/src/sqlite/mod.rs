@@ -173,7 +173,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` in the writer's next group transaction and answers once that is committed.
-    /// `f` makes its changes in a savepoint ([`immediate`]) and commits it; a savepoint it
+    /// `f` makes its changes in a savepoint ([`savepoint`]) and commits it; a savepoint it
     /// drops, by returning early or with an error, leaves nothing behind.
     pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
     where
@@ -231,7 +231,7 @@ impl Inner {
 /// A write's own savepoint in the group transaction: the group holds the write lock from its
 /// start, so what the write reads cannot change before it writes; committing the savepoint
 /// keeps its changes, dropping it undoes them.
-pub(crate) fn immediate<'a>(tx: &'a mut Transaction<'_>) -> Result<Savepoint<'a>, StoreError> {
+pub(crate) fn savepoint<'a>(tx: &'a mut Transaction<'_>) -> Result<Savepoint<'a>, StoreError> {
     Ok(tx.savepoint()?)
 }
 

@@ -5,7 +5,7 @@
 //! one the write left.
 
 use super::{
-    SqliteStore, get_json, get_opt_ts, get_ts, get_u64, immediate, now, to_json, to_sql_u64, ts,
+    SqliteStore, get_json, get_opt_ts, get_ts, get_u64, now, savepoint, to_json, to_sql_u64, ts,
 };
 use crate::domain::*;
 use crate::error::StoreError;
@@ -119,7 +119,7 @@ async fn update_and_load(
     let id = id.clone();
     store
         .write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let mut all = vec![rusqlite::types::Value::Text(id.as_str().to_owned())];
             all.extend(values);
             tx.prepare_cached(&sql)?
@@ -142,7 +142,7 @@ async fn insert(
     let amount = to_sql_u64(order.amount_cents, "amount")?;
     store
         .write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let created_at = ts(order.created_at);
             let inserted = tx
                 .prepare_cached(
@@ -295,7 +295,7 @@ impl OrderRepository for SqliteStore {
         let by = by.to_owned();
         let reason = reason.map(str::to_owned);
         self.write(move |conn| {
-            let tx = immediate(conn)?;
+            let tx = savepoint(conn)?;
             let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision) {
                 DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
