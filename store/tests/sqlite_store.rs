@@ -153,3 +153,24 @@ async fn a_read_only_store_reads_a_file_no_one_has_open() {
         Some(OrderStatus::Accepted)
     );
 }
+
+#[tokio::test]
+async fn accepted_order_ids_are_the_orders_no_step_has_moved_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+    let ids: Vec<_> = (0..3).map(|i| order_id(&format!("queued-{i}"))).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let mut order = new_order(id);
+        // Created out of id order: the listing follows creation, not the key.
+        order.created_at = chrono::Utc::now() - chrono::TimeDelta::seconds(10 - i as i64);
+        store.create(order).await.unwrap();
+    }
+    store
+        .advance(&ids[1], OrderStatus::Reserved, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.accepted_order_ids().await.unwrap(),
+        vec![ids[0].clone(), ids[2].clone()]
+    );
+}

@@ -177,6 +177,26 @@ async fn insert(
         .await
 }
 
+impl SqliteStore {
+    /// The ids of every order still `ACCEPTED`: none of its saga's steps has run, so its
+    /// execution may never have been started (the embedded service's start queue is in memory
+    /// and re-fills from this at start). Oldest first, by the status index.
+    pub async fn accepted_order_ids(&self) -> Result<Vec<OrderId>, StoreError> {
+        self.scan(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT order_id FROM orders \
+                 WHERE status = ?1 ORDER BY created_at, order_id",
+            )?;
+            let rows = stmt.query_map([OrderStatus::Accepted.as_str()], |r| {
+                let id: String = r.get(0)?;
+                OrderId::parse(&id).map_err(|e| super::bad_column(0, e))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl OrderRepository for SqliteStore {
     async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
