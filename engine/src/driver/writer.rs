@@ -140,7 +140,15 @@ pub struct Writer {
     pollers: HashMap<String, VecDeque<Poller>>,
     watchers: HashMap<String, Vec<oneshot::Sender<()>>>,
     next_due: Option<i64>,
+    /// Running executions as the last commit left them, so the next event of one is applied
+    /// without reading and parsing its row and snapshot again. Only this thread writes the
+    /// database, so an entry stays true until the execution is loaded into a batch (it is
+    /// taken out then, and put back only once that batch has committed).
+    warm: HashMap<i64, Loaded>,
 }
+
+/// The most running executions kept warm (a few KB each); past it the set starts again empty.
+const WARM_EXECUTIONS: usize = 4096;
 
 type Sql<T> = Result<T, rusqlite::Error>;
 
@@ -178,6 +186,7 @@ impl Writer {
             pollers: HashMap::new(),
             watchers: HashMap::new(),
             next_due,
+            warm: HashMap::new(),
         })
     }
 
@@ -308,6 +317,7 @@ impl Writer {
                         let _ = w.send(());
                     }
                 }
+                self.keep_warm(b.loaded);
             }
             Err(e) => {
                 tracing::error!(error = %e, "engine commit failed; the batch is rolled back");
@@ -320,6 +330,19 @@ impl Writer {
         }
         self.next_due = self.store.next_due().unwrap_or(self.next_due);
         self.expire_pollers();
+    }
+
+    /// Keeps the executions a committed batch leaves running for the next batches.
+    fn keep_warm(&mut self, loaded: HashMap<i64, Loaded>) {
+        for (id, l) in loaded {
+            if l.outcome.is_some() {
+                continue;
+            }
+            if self.warm.len() >= WARM_EXECUTIONS {
+                self.warm.clear();
+            }
+            self.warm.insert(id, l);
+        }
     }
 
     /// Answers "no task" to every poll whose deadline has passed (and forgets polls whose
@@ -719,6 +742,10 @@ impl Writer {
 
     fn load(&mut self, b: &mut Batch, exec_id: i64) -> Sql<bool> {
         if b.loaded.contains_key(&exec_id) {
+            return Ok(true);
+        }
+        if let Some(warm) = self.warm.remove(&exec_id) {
+            b.loaded.insert(exec_id, warm);
             return Ok(true);
         }
         let Some(row) = self.store.execution_by_id(exec_id)? else {
