@@ -70,6 +70,7 @@ async fn main() -> Result<()> {
         orders: ports.orders.clone(),
         workflow: workflow.clone(),
         settings: SagaSettings::default(),
+        queue: None,
     };
 
     ports.inventory.set_available("book", 10).await?;

@@ -9,5 +9,6 @@ pub mod orders;
 mod panic;
 pub mod saga;
 pub mod sfn_server;
+pub mod start_queue;
 pub mod startup;
 pub mod telemetry;

@@ -1,15 +1,20 @@
 //! Order intake: the business-key idempotency of `POST /orders`. The first request stores the
-//! order with a hash of its canonical body and starts its saga execution (named by the order
-//! id); a repeat with the same body replays, with a different body conflicts, and a repeat after
-//! a crash between "stored" and "started" starts the execution (repair on retry).
+//! order with a hash of its canonical body and its execution's ARN (the execution is named by
+//! the order id), then starts the execution: itself (AWS), or through the start queue
+//! (embedded, [`crate::start_queue`]), which re-fills from the store at every start. A repeat
+//! with the same body replays, with a different body conflicts, and a repeat of an order still
+//! running starts its execution again, idempotently (repair on retry).
 
+use crate::start_queue::{Queued, StartQueue};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Address, Created, LineItem, NewOrder, Order, OrderId, OrderRepository, StoreError};
+use store::{
+    Address, Created, LineItem, NewOrder, Order, OrderId, OrderRepository, OrderStatus, StoreError,
+};
 use workflow::{WorkflowError, WorkflowPort};
 
 /// Business settings of the saga.
@@ -48,7 +53,7 @@ pub struct OrderRequest {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Placed {
-    /// Stored and started now.
+    /// Stored now, and started or queued to be started.
     Accepted(Order),
     /// The same order was placed before; nothing new happened (its execution was started if a
     /// crash had left it unstarted).
@@ -81,6 +86,8 @@ pub struct OrderIntake {
     pub orders: Arc<dyn OrderRepository>,
     pub workflow: Arc<dyn WorkflowPort>,
     pub settings: SagaSettings,
+    /// Where new orders' starts go; `None`: each request starts its order's execution itself.
+    pub queue: Option<StartQueue>,
 }
 
 /// Σ quantity × unit price, or `None` on overflow.
@@ -129,21 +136,64 @@ impl OrderIntake {
         })
     }
 
-    /// Stores the order with its execution's ARN (one write), then starts the execution. A
-    /// repeat of an order still running starts its execution again, which is idempotent: that
-    /// is what repairs an order a crash left stored but unstarted.
+    /// Stores the order with its execution's ARN (one write), then queues its start, or starts
+    /// it when there is no queue or the queue is full. A repeat of an order still running
+    /// starts its execution again, which is idempotent: that is what repairs an order a crash
+    /// left stored but unstarted.
     pub async fn place(&self, request: OrderRequest) -> Result<Placed, IntakeError> {
         let new = self.new_order(request)?;
         let hash = new.body_hash.clone();
         let arn = self.workflow.execution_arn(new.order_id.as_str());
         match self.orders.create_with_execution(new, &arn).await? {
-            Created::New(order) => Ok(Placed::Accepted(self.start(order).await?)),
+            Created::New(order) => {
+                let queued = self.queue.as_ref().is_some_and(|queue| {
+                    queue
+                        .offer(Queued {
+                            order_id: order.id().clone(),
+                            input: self.saga_input(&order.new),
+                        })
+                        .is_ok()
+                });
+                if queued {
+                    Ok(Placed::Accepted(order))
+                } else {
+                    Ok(Placed::Accepted(self.start(order).await?))
+                }
+            }
             Created::Existing(order) if order.new.body_hash != hash => Ok(Placed::Conflict(order)),
             Created::Existing(order) if !order.status.is_terminal() => {
                 Ok(Placed::Replayed(self.start(order).await?))
             }
             Created::Existing(order) => Ok(Placed::Replayed(order)),
         }
+    }
+
+    /// Queues the start of every order of `ids` still `ACCEPTED` (at start-up: the orders the
+    /// last process stored but may not have started), waiting for room in the queue. Starts
+    /// are idempotent, so those already running are left as they are. Returns how many were
+    /// queued.
+    pub async fn resume(&self, ids: Vec<OrderId>) -> Result<usize, IntakeError> {
+        let Some(queue) = &self.queue else {
+            return Ok(0);
+        };
+        let mut queued = 0;
+        for id in ids {
+            let Some(order) = self.orders.get(&id).await? else {
+                continue;
+            };
+            if order.status != OrderStatus::Accepted {
+                continue;
+            }
+            let next = Queued {
+                order_id: id,
+                input: self.saga_input(&order.new),
+            };
+            if queue.put(next).await.is_err() {
+                break;
+            }
+            queued += 1;
+        }
+        Ok(queued)
     }
 
     async fn start(&self, mut order: Order) -> Result<Order, IntakeError> {

@@ -13,6 +13,7 @@ use crate::orders::OrderIntake;
 use crate::saga::counted::CountedOrders;
 use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
+use crate::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
 use engine::{Engine, EngineConfig, EngineError, Inspector};
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
-use store::{InventoryRepository, OrderRepository, PaymentGateway, SqliteStore, StoreError};
+use store::{
+    InventoryRepository, OrderId, OrderRepository, PaymentGateway, SqliteStore, StoreError,
+};
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
@@ -109,6 +112,35 @@ fn worker_settings(backend: Backend) -> WorkerSettings {
     }
 }
 
+/// The runtime of the saga's background work (the activity workers, the approval keeper, the
+/// start queue), apart from the one serving HTTP: a burst of steps made ready by one engine
+/// commit then waits on its own threads, not in front of the requests being answered. Its
+/// threads, half as many as the cores (the steps mostly wait on commits), run at a lower
+/// priority than the HTTP ones, as the embedded engine's writer does (see [`lower_priority`]):
+/// when the CPU is short, orders are accepted first and the sagas catch up after, from the
+/// durable queues (the start queue's `ACCEPTED` orders, the engine's scheduled tasks).
+fn background_runtime() -> Result<tokio::runtime::Runtime, StartupError> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads((cores / 2).max(1))
+        .thread_name("saga-worker")
+        .on_thread_start(lower_priority)
+        .enable_all()
+        .build()
+        .map_err(|e| StartupError::Config(format!("cannot start the workers' runtime: {e}")))
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10; Linux, where a thread's nice value
+/// is its own). Elsewhere, or when refused, the thread keeps its priority.
+pub fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls on the calling thread, with no pointers.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
 /// The approval keeper heartbeats parked approvals five times per heartbeat window.
 pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
     (approval_heartbeat / 5).max(Duration::from_secs(1))
@@ -124,8 +156,12 @@ pub struct Service {
     /// How long a client may take to send its headers (see `http::server::serve`).
     read_timeout: Duration,
     workers: SagaWorkers,
+    /// The embedded backend's start queue, and the task re-filling it at start.
+    start_queue: Option<(StartQueueTask, tokio::task::JoinHandle<()>)>,
     /// The embedded backend's engine, closed last.
     engine: Option<Engine>,
+    /// Where the workers, the keeper and the start queue run.
+    background: tokio::runtime::Runtime,
 }
 
 /// A backend, opened: the saga's ports and workflow, and what to close at the end.
@@ -136,6 +172,10 @@ struct Opened {
     engine: Option<Engine>,
     /// The backend's own counters, for `/metrics`.
     sampled: Vec<SampledCounter>,
+    /// Embedded: the orders still `ACCEPTED`, whose starts the start queue takes again. AWS:
+    /// `None`, no queue (each replica is stateless, so a request starts its order's execution
+    /// itself; Step Functions holds it from then on).
+    unstarted: Option<Vec<OrderId>>,
 }
 
 impl Opened {
@@ -165,12 +205,22 @@ impl Service {
             addr: settings.listen,
             source,
         })?;
+        let background = match background_runtime() {
+            Ok(rt) => rt,
+            Err(e) => {
+                opened.close().await;
+                return Err(e);
+            }
+        };
+        // Everything spawned from here to the guard's end runs on the background runtime.
+        let on_background = background.enter();
         let Opened {
             ports,
             workflow,
             activity_arns,
             engine,
             sampled,
+            unstarted,
         } = opened;
         let metrics = Metrics::with_sampled(sampled);
         // The steps' view of the orders counts the sagas they end.
@@ -188,11 +238,41 @@ impl Service {
             worker_settings(settings.backend.kind),
             keeper_interval(settings.saga.approval_heartbeat),
         );
+        let (queue, queue_task) = match unstarted {
+            Some(_) => {
+                let (queue, task) =
+                    StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
+                (Some(queue), Some(task))
+            }
+            None => (None, None),
+        };
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
             settings: settings.saga.clone(),
+            queue,
         });
+        let start_queue = queue_task.map(|task| {
+            let ids = unstarted.unwrap_or_default();
+            let intake = intake.clone();
+            let resume = tokio::spawn(async move {
+                let stored = ids.len();
+                match intake.resume(ids).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(
+                        orders = n,
+                        stored,
+                        "orders accepted before this start are queued to be started (those running already are left alone)"
+                    ),
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "cannot queue the starts of the orders accepted before this start; the next start, or a retry of their POSTs, does"
+                    ),
+                }
+            });
+            (task, resume)
+        });
+        drop(on_background);
         let token = match &settings.operator_token {
             Some(token) => Token {
                 token: token.clone(),
@@ -221,7 +301,9 @@ impl Service {
             router,
             read_timeout: settings.limits.read_timeout,
             workers,
+            start_queue,
             engine,
+            background,
         })
     }
 
@@ -245,16 +327,23 @@ impl Service {
             router,
             read_timeout,
             workers,
+            start_queue,
             engine,
+            background,
             ..
         } = self;
         http::server::serve(listener, router, read_timeout, shutdown).await;
+        if let Some((queue, resume)) = start_queue {
+            resume.abort();
+            queue.stop().await;
+        }
         tracing::info!("HTTP server stopped; stopping the workers");
         workers.stop().await;
         if let Some(engine) = engine {
             engine.shutdown().await;
             tracing::info!("engine closed");
         }
+        background.shutdown_background();
         tracing::info!("bye");
         Ok(())
     }
@@ -310,12 +399,18 @@ async fn open_embedded(
         PaymentsSettings::Stripe(c) => Some(stripe(c)?),
     };
     let store = open_store(&settings.store_path, |p| SqliteStore::open(p)).await?;
-    let engine = Engine::open(EngineConfig::new(&settings.engine_path), None)
-        .await
-        .map_err(|source| StartupError::Engine {
-            path: settings.engine_path.clone(),
-            source,
-        })?;
+    let engine_config = EngineConfig {
+        // The engine runs the sagas: it yields to the threads accepting orders, as the workers do.
+        on_writer_start: Some(lower_priority),
+        ..EngineConfig::new(&settings.engine_path)
+    };
+    let engine =
+        Engine::open(engine_config, None)
+            .await
+            .map_err(|source| StartupError::Engine {
+                path: settings.engine_path.clone(),
+                source,
+            })?;
     let workflow = match EmbeddedWorkflow::setup(engine.clone()).await {
         Ok(w) => w,
         Err(e) => {
@@ -347,6 +442,16 @@ async fn open_embedded(
         engine = %settings.engine_path.display(),
         "embedded backend open"
     );
+    let unstarted = match store.accepted_order_ids().await {
+        Ok(ids) => ids,
+        Err(source) => {
+            engine.shutdown().await;
+            return Err(StartupError::Store {
+                path: settings.store_path.clone(),
+                source,
+            });
+        }
+    };
     let mut ports = SagaPorts::sqlite(&store);
     if let Some(gateway) = gateway {
         ports.payments = gateway;
@@ -357,6 +462,7 @@ async fn open_embedded(
         workflow: Arc::new(workflow),
         sampled: embedded_counters(&engine, &store),
         engine: Some(engine),
+        unstarted: Some(unstarted),
     })
 }
 
@@ -483,6 +589,7 @@ async fn open_aws(
         workflow: Arc::new(workflow),
         engine: None,
         sampled: Vec::new(),
+        unstarted: None,
     })
 }
 

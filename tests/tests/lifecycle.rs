@@ -6,7 +6,10 @@ use reqwest::{Method, StatusCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tests::{DEADLINE, Db, START_STOP, Server, binary, client, order, serve_command};
+use store::OrderRepository;
+use tests::{
+    Audit, DEADLINE, Db, START_STOP, Server, audit_command, binary, client, order, serve_command,
+};
 
 /// The sandbox values the clients cycle through: each order still completes, some after a
 /// retry, so steps are running (and retrying) when the stop comes.
@@ -175,6 +178,54 @@ async fn an_order_in_flight_at_a_restart_completes_after_it() {
     assert!(again.replayed(), "{:?}", again.headers);
     assert_eq!(again.json()["executionArn"], arn);
     server.stop();
+}
+
+/// A 202 means the order is committed; its execution is started from the start queue, which is
+/// in memory. An order the last process committed but never started (its queue lost in a
+/// crash) is started by the next process on its own, with the ARN its 202 gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
+    let db = Db::new();
+    let server = Server::start(&db);
+    server.stock("SKU-A", 2).await;
+    server.stock("SKU-B", 2).await;
+    let before = order("queued-before", "SKU-B", 1, 999, "pm_card_visa");
+    let placed = server.place(&before).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    server.reaches("queued-before", "COMPLETED").await;
+    let arn = placed.json()["executionArn"]
+        .as_str()
+        .expect("an executionArn")
+        .to_owned();
+    server.stop();
+
+    // What a crash between the commit and the start leaves: the order and its ARN, no execution.
+    let id = store::OrderId::parse("queued-lost").expect("an order id");
+    let lost_arn = format!("{}:queued-lost", arn.rsplit_once(':').expect("an ARN").0);
+    {
+        let store = store::SqliteStore::open(db.path()).expect("the store");
+        let created = store
+            .create_with_execution(store::contract::new_order(&id), &lost_arn)
+            .await
+            .expect("stored");
+        assert!(matches!(created, store::Created::New(_)));
+    }
+    let stored = Audit::run(audit_command(&db));
+    assert_eq!(stored.code, Some(1), "{stored:?}");
+    assert!(
+        stored
+            .violations()
+            .iter()
+            .any(|v| v.contains("stored but never started")),
+        "{stored:?}"
+    );
+
+    let server = Server::start(&db);
+    let done = server.reaches("queued-lost", "COMPLETED").await;
+    assert_eq!(done["executionArn"], lost_arn.as_str());
+    server.stop();
+    let clean = Audit::run(audit_command(&db));
+    assert_eq!(clean.code, Some(0), "{clean:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,5 +11,7 @@ pub mod steps;
 
 pub use aws::AwsWorkflow;
 pub use embedded::EmbeddedWorkflow;
-pub use port::{ExecutionInfo, StartedExecution, TaskHandle, WorkflowError, WorkflowPort};
+pub use port::{
+    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+};
 pub use runtime::{RunningPool, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings};

@@ -382,8 +382,13 @@ fn name(s: ReservationStatus) -> &'static str {
     }
 }
 
+/// What an order stored but never started is told: the embedded service starts it at its next
+/// start (its start queue re-fills from the `ACCEPTED` orders); on either backend a retry of
+/// its POST starts it.
+pub const NEVER_STARTED: &str = "stored but never started; the embedded service starts it when it next starts, and a retry of its POST starts it on either backend";
+
 /// Every order is finished or has a running execution: one stored but never started waits for
-/// a retry of its POST; one whose execution is gone or ended will never move again.
+/// a start (see [`NEVER_STARTED`]); one whose execution is gone or ended will never move again.
 /// `executions` holds each looked-up execution's status (`None`: there is no such execution).
 pub fn orders_have_running_executions(
     orders: &[OrderView],
@@ -392,10 +397,7 @@ pub fn orders_have_running_executions(
     let mut out = Vec::new();
     for o in orders.iter().filter(|o| !o.status.is_terminal()) {
         let Some(arn) = &o.execution_arn else {
-            out.push(Violation::new(
-                order(&o.id),
-                "stored but never started; a retry of its POST starts it".to_owned(),
-            ));
+            out.push(Violation::new(order(&o.id), NEVER_STARTED.to_owned()));
             continue;
         };
         let status = o.status.as_str();
@@ -406,10 +408,9 @@ pub fn orders_have_running_executions(
                 format!("{status} but its execution {arn} is {s}"),
             )),
             // The ARN is stored with the order, before its execution starts.
-            Some(None) if o.status == OrderStatus::Accepted => out.push(Violation::new(
-                order(&o.id),
-                "stored but never started; a retry of its POST starts it".to_owned(),
-            )),
+            Some(None) if o.status == OrderStatus::Accepted => {
+                out.push(Violation::new(order(&o.id), NEVER_STARTED.to_owned()))
+            }
             Some(None) => out.push(Violation::new(
                 order(&o.id),
                 format!("{status} but its execution {arn} does not exist"),
@@ -727,7 +728,7 @@ mod tests {
             orders_have_running_executions(&[stored], &HashMap::new()),
             [Violation::new(
                 "order o-1".to_owned(),
-                "stored but never started; a retry of its POST starts it".to_owned()
+                NEVER_STARTED.to_owned()
             )]
         );
     }

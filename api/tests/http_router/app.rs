@@ -119,6 +119,7 @@ impl App {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
             settings,
+            queue: None,
         });
         let workers = SagaWorkers::start_embedded(
             &ports,
@@ -153,6 +154,7 @@ impl App {
             orders,
             workflow: state.workflow.clone(),
             settings: self.state.intake.settings.clone(),
+            queue: None,
         });
         router(state)
     }

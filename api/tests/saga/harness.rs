@@ -44,6 +44,7 @@ impl Saga {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
             settings,
+            queue: None,
         };
         let mut saga = Saga {
             _dir: dir,

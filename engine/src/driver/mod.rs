@@ -38,6 +38,9 @@ pub struct EngineConfig {
     pub sync: SyncPolicy,
     /// The most events one grouped commit takes. Default 4096.
     pub max_batch: usize,
+    /// Called on the writer thread before it runs: e.g. to lower its scheduling priority
+    /// below the threads that answer requests. Default none.
+    pub on_writer_start: Option<fn()>,
 }
 
 impl EngineConfig {
@@ -48,6 +51,7 @@ impl EngineConfig {
             account_id: "123456789012".to_owned(),
             sync: SyncPolicy::Full,
             max_batch: 4096,
+            on_writer_start: None,
         }
     }
 }
@@ -160,9 +164,13 @@ impl Engine {
         if recovered > 0 {
             tracing::info!(tasks = recovered, "re-invoked unanswered handler tasks");
         }
+        let on_writer_start = config.on_writer_start;
         let thread = std::thread::Builder::new()
             .name("sfn-engine-writer".to_owned())
             .spawn(move || {
+                if let Some(hook) = on_writer_start {
+                    hook();
+                }
                 // Held for as long as the writer runs: the database is this engine's until then.
                 let _claim = claim;
                 writer.run()
