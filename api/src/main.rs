@@ -9,6 +9,9 @@ use api::telemetry::LogTo;
 use clap::Parser;
 use std::process::ExitCode;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let Cli { command } = Cli::parse();
     let (log_format, log_to) = match &command {
@@ -19,7 +22,7 @@ fn main() -> ExitCode {
         Command::Provision(a) => (a.log_format, LogTo::Stderr),
         Command::Audit(a) => (a.backend.log_format, LogTo::Stderr),
     };
-    api::telemetry::init(log_format, log_to);
+    let _logs = api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,10 +1,12 @@
 //! Logging: `tracing` events to stdout (stderr for commands whose stdout is their result), as
-//! text or one JSON object per line, filtered by `RUST_LOG` (default `info`).
+//! text or one JSON object per line, filtered by `RUST_LOG` (default `info`). Lines are written
+//! by a thread of their own (`tracing-appender`), so a request never waits on a write to the
+//! terminal or pipe; none is dropped (a full buffer, 128,000 lines, makes loggers wait).
 
 use crate::config::LogFormat;
 use std::io::IsTerminal;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
-use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
 /// Where log lines go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,17 +17,21 @@ pub enum LogTo {
     Stderr,
 }
 
-/// Installs the global subscriber. Call once, first thing in `main`; a second call (tests)
-/// leaves the first subscriber in place.
-pub fn init(format: LogFormat, to: LogTo) {
+/// Installs the global subscriber. Call once, first thing in `main`, and keep the guard until
+/// the end: dropping it writes the lines still buffered. A second call (tests) leaves the
+/// first subscriber in place.
+pub fn init(format: LogFormat, to: LogTo) -> WorkerGuard {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let (writer, terminal) = match to {
+    let buffered = NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("log-writer");
+    let ((writer, guard), terminal) = match to {
         LogTo::Stdout => (
-            BoxMakeWriter::new(std::io::stdout),
+            buffered.finish(std::io::stdout()),
             std::io::stdout().is_terminal(),
         ),
         LogTo::Stderr => (
-            BoxMakeWriter::new(std::io::stderr),
+            buffered.finish(std::io::stderr()),
             std::io::stderr().is_terminal(),
         ),
     };
@@ -42,4 +48,5 @@ pub fn init(format: LogFormat, to: LogTo) {
             .with_span_list(false)
             .try_init(),
     };
+    guard
 }
