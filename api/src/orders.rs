@@ -148,10 +148,10 @@ impl OrderIntake {
             Created::New(order) => {
                 let queued = self.queue.as_ref().is_some_and(|queue| {
                     queue
-                        .offer(Queued {
-                            order_id: order.id().clone(),
-                            input: self.saga_input(&order.new),
-                        })
+                        .offer(Queued::new(
+                            order.id().clone(),
+                            &self.saga_input(&order.new),
+                        ))
                         .is_ok()
                 });
                 if queued {
@@ -184,10 +184,7 @@ impl OrderIntake {
             if order.status != OrderStatus::Accepted {
                 continue;
             }
-            let next = Queued {
-                order_id: id,
-                input: self.saga_input(&order.new),
-            };
+            let next = Queued::new(id, &self.saga_input(&order.new));
             if queue.put(next).await.is_err() {
                 break;
             }

@@ -20,11 +20,21 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 use workflow::{WorkflowError, WorkflowPort};
 
-/// An order whose execution is to be started, with its saga input.
+/// An order whose execution is to be started, with its saga input as JSON text (a few hundred
+/// bytes: a full queue costs tens of MB, where parsed values would cost several times that).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Queued {
     pub order_id: OrderId,
-    pub input: Value,
+    pub input: Box<str>,
+}
+
+impl Queued {
+    pub fn new(order_id: OrderId, input: &Value) -> Queued {
+        Queued {
+            order_id,
+            input: input.to_string().into(),
+        }
+    }
 }
 
 /// How the queue runs.
@@ -141,10 +151,17 @@ async fn run(
 
 /// Starts one order's execution, trying again after transient failures until the queue stops.
 async fn start(workflow: Arc<dyn WorkflowPort>, settings: StartQueueSettings, queued: Queued) {
+    let input: Value = match serde_json::from_str(&queued.input) {
+        Ok(input) => input,
+        Err(e) => {
+            tracing::error!(error = %e, "a queued saga input is not JSON; the order is not started");
+            return;
+        }
+    };
     let mut wait = settings.retry_from;
     loop {
         match workflow
-            .start_execution(queued.order_id.as_str(), &queued.input)
+            .start_execution(queued.order_id.as_str(), &input)
             .await
         {
             // Another input: the order's execution, started before the settings changed.
@@ -238,10 +255,10 @@ mod tests {
     }
 
     fn queued(id: &str) -> Queued {
-        Queued {
-            order_id: OrderId::parse(id).unwrap(),
-            input: serde_json::json!({ "orderId": id }),
-        }
+        Queued::new(
+            OrderId::parse(id).unwrap(),
+            &serde_json::json!({ "orderId": id }),
+        )
     }
 
     fn fast() -> StartQueueSettings {

@@ -148,7 +148,7 @@ pub struct Writer {
 }
 
 /// The most running executions kept warm (a few KB each); past it the set starts again empty.
-const WARM_EXECUTIONS: usize = 4096;
+const WARM_EXECUTIONS: usize = 2048;
 
 type Sql<T> = Result<T, rusqlite::Error>;
 
