@@ -8,7 +8,7 @@ use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, PaymentsSettings,
     ProvisionSettings, Settings,
 };
-use crate::http::{self, AppState, Metrics, OperatorToken, SampledCounter};
+use crate::http::{self, AppState, Metrics, OperatorToken, SampledKind, SampledMetric};
 use crate::orders::OrderIntake;
 use crate::saga::counted::CountedOrders;
 use crate::saga::{SagaPorts, SagaWorkers};
@@ -119,7 +119,7 @@ fn worker_settings(backend: Backend) -> WorkerSettings {
 /// priority than the HTTP ones, as the embedded engine's writer does (see [`lower_priority`]):
 /// when the CPU is short, orders are accepted first and the sagas catch up after, from the
 /// durable queues (the start queue's `ACCEPTED` orders, the engine's scheduled tasks).
-fn background_runtime() -> Result<tokio::runtime::Runtime, StartupError> {
+fn background_runtime() -> Result<Background, StartupError> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads((cores / 2).max(1))
@@ -127,7 +127,26 @@ fn background_runtime() -> Result<tokio::runtime::Runtime, StartupError> {
         .on_thread_start(lower_priority)
         .enable_all()
         .build()
+        .map(|rt| Background(Some(rt)))
         .map_err(|e| StartupError::Config(format!("cannot start the workers' runtime: {e}")))
+}
+
+/// The background runtime, shut down without waiting when dropped: a runtime dropped inside
+/// another's tasks (a `Service` dropped without `serve`) would otherwise panic.
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        self.0.as_ref().map(|rt| rt.enter())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// Lowers the calling thread's scheduling priority (nice 10; Linux, where a thread's nice value
@@ -161,7 +180,7 @@ pub struct Service {
     /// The embedded backend's engine, closed last.
     engine: Option<Engine>,
     /// Where the workers, the keeper and the start queue run.
-    background: tokio::runtime::Runtime,
+    background: Background,
 }
 
 /// A backend, opened: the saga's ports and workflow, and what to close at the end.
@@ -171,7 +190,7 @@ struct Opened {
     activity_arns: HashMap<Activity, String>,
     engine: Option<Engine>,
     /// The backend's own counters, for `/metrics`.
-    sampled: Vec<SampledCounter>,
+    sampled: Vec<SampledMetric>,
     /// Embedded: the orders still `ACCEPTED`, whose starts the start queue takes again. AWS:
     /// `None`, no queue (each replica is stateless, so a request starts its order's execution
     /// itself; Step Functions holds it from then on).
@@ -219,9 +238,24 @@ impl Service {
             workflow,
             activity_arns,
             engine,
-            sampled,
+            mut sampled,
             unstarted,
         } = opened;
+        let (queue, queue_task) = match unstarted {
+            Some(_) => {
+                let (queue, task) =
+                    StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
+                let depth = queue.clone();
+                sampled.push(SampledMetric {
+                    kind: SampledKind::Gauge,
+                    name: "start_queue_orders",
+                    help: "Accepted orders whose execution waits in the start queue to be started",
+                    read: Box::new(move || depth.len() as u64),
+                });
+                (Some(queue), Some(task))
+            }
+            None => (None, None),
+        };
         let metrics = Metrics::with_sampled(sampled);
         // The steps' view of the orders counts the sagas they end.
         let step_ports = SagaPorts {
@@ -238,14 +272,6 @@ impl Service {
             worker_settings(settings.backend.kind),
             keeper_interval(settings.saga.approval_heartbeat),
         );
-        let (queue, queue_task) = match unstarted {
-            Some(_) => {
-                let (queue, task) =
-                    StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
-                (Some(queue), Some(task))
-            }
-            None => (None, None),
-        };
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
             workflow: workflow.clone(),
@@ -343,7 +369,7 @@ impl Service {
             engine.shutdown().await;
             tracing::info!("engine closed");
         }
-        background.shutdown_background();
+        drop(background);
         tracing::info!("bye");
         Ok(())
     }
@@ -468,26 +494,30 @@ async fn open_embedded(
 
 /// The embedded backend's commit counters: with `synchronous=FULL` each commit is one fsync,
 /// so these say how much work each fsync carries.
-fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledCounter> {
+fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledMetric> {
     use std::sync::atomic::Ordering::Relaxed;
     let (e1, e2, s1, s2) = (engine.clone(), engine.clone(), store.clone(), store.clone());
     vec![
-        SampledCounter {
+        SampledMetric {
+            kind: SampledKind::Counter,
             name: "engine_commits",
             help: "Grouped transactions the workflow engine committed (one fsync each)",
             read: Box::new(move || e1.stats().commits.load(Relaxed)),
         },
-        SampledCounter {
+        SampledMetric {
+            kind: SampledKind::Counter,
             name: "engine_transitions",
             help: "States the workflow engine's executions entered",
             read: Box::new(move || e2.stats().transitions.load(Relaxed)),
         },
-        SampledCounter {
+        SampledMetric {
+            kind: SampledKind::Counter,
             name: "store_commits",
             help: "Grouped transactions the store committed (one fsync each)",
             read: Box::new(move || s1.writer_stats().commits.load(Relaxed)),
         },
-        SampledCounter {
+        SampledMetric {
+            kind: SampledKind::Counter,
             name: "store_writes",
             help: "Writes carried by the store's commits",
             read: Box::new(move || s2.writer_stats().writes.load(Relaxed)),

@@ -10,6 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -47,30 +48,60 @@ struct StatusLabels {
 
 type DurationFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
-/// A counter kept elsewhere (the engine's and the store's own atomics), read at each scrape.
-pub struct SampledCounter {
-    /// The name without the `fulfillment_` prefix and the `_total` suffix.
+/// A value kept elsewhere (the engine's and the store's own atomics, the start queue's length),
+/// read at each scrape.
+pub struct SampledMetric {
+    /// The name without the `fulfillment_` prefix (and, for a counter, the `_total` suffix).
     pub name: &'static str,
     pub help: &'static str,
+    pub kind: SampledKind,
     pub read: Box<dyn Fn() -> u64 + Send + Sync>,
 }
 
-impl std::fmt::Debug for SampledCounter {
+/// How a sampled value is exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampledKind {
+    /// Only ever grows (exported with `_total`).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+impl std::fmt::Debug for SampledMetric {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
     }
 }
 
 #[derive(Debug)]
-struct Sampled(Vec<SampledCounter>);
+struct Sampled(Vec<SampledMetric>);
 
 impl Collector for Sampled {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for counter in &self.0 {
-            let value = ConstCounter::new((counter.read)());
-            let metric =
-                encoder.encode_descriptor(counter.name, counter.help, None, value.metric_type())?;
-            value.encode(metric)?;
+        for sampled in &self.0 {
+            let value = (sampled.read)();
+            match sampled.kind {
+                SampledKind::Counter => {
+                    let value = ConstCounter::new(value);
+                    let metric = encoder.encode_descriptor(
+                        sampled.name,
+                        sampled.help,
+                        None,
+                        value.metric_type(),
+                    )?;
+                    value.encode(metric)?;
+                }
+                SampledKind::Gauge => {
+                    let value = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+                    let metric = encoder.encode_descriptor(
+                        sampled.name,
+                        sampled.help,
+                        None,
+                        value.metric_type(),
+                    )?;
+                    value.encode(metric)?;
+                }
+            }
         }
         Ok(())
     }
@@ -119,8 +150,8 @@ impl Metrics {
         Metrics::with_sampled(Vec::new())
     }
 
-    /// The service's metrics and `sampled`, counters read from their owners at each scrape.
-    pub fn with_sampled(sampled: Vec<SampledCounter>) -> Self {
+    /// The service's metrics and `sampled`, values read from their owners at each scrape.
+    pub fn with_sampled(sampled: Vec<SampledMetric>) -> Self {
         let mut registry = Registry::with_prefix("fulfillment");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(

@@ -35,7 +35,7 @@ use tracing::Level;
 use utoipa_swagger_ui::{Config, SwaggerUi};
 use workflow::WorkflowPort;
 
-pub use metrics::{Metrics, SampledCounter};
+pub use metrics::{Metrics, SampledKind, SampledMetric};
 
 /// An operator bearer token. Never printed: `Debug` shows a placeholder.
 #[derive(Clone)]
