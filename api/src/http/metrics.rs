@@ -82,29 +82,26 @@ impl Collector for Sampled {
             let value = (sampled.read)();
             match sampled.kind {
                 SampledKind::Counter => {
-                    let value = ConstCounter::new(value);
-                    let metric = encoder.encode_descriptor(
-                        sampled.name,
-                        sampled.help,
-                        None,
-                        value.metric_type(),
-                    )?;
-                    value.encode(metric)?;
+                    encode_one(&mut encoder, sampled, ConstCounter::new(value))?;
                 }
                 SampledKind::Gauge => {
-                    let value = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
-                    let metric = encoder.encode_descriptor(
-                        sampled.name,
-                        sampled.help,
-                        None,
-                        value.metric_type(),
-                    )?;
-                    value.encode(metric)?;
+                    let value = i64::try_from(value).unwrap_or(i64::MAX);
+                    encode_one(&mut encoder, sampled, ConstGauge::new(value))?;
                 }
             }
         }
         Ok(())
     }
+}
+
+fn encode_one(
+    encoder: &mut DescriptorEncoder,
+    sampled: &SampledMetric,
+    value: impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    let metric =
+        encoder.encode_descriptor(sampled.name, sampled.help, None, value.metric_type())?;
+    value.encode(metric)
 }
 
 fn duration_histogram() -> Histogram {
