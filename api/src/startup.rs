@@ -151,13 +151,32 @@ impl Drop for Background {
 
 /// Lowers the calling thread's scheduling priority (nice 10; Linux, where a thread's nice value
 /// is its own). Elsewhere, or when refused, the thread keeps its priority.
-pub fn lower_priority() {
+fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: plain system calls on the calling thread, with no pointers.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
+}
+
+/// Spawns the queueing of the starts of `ids`, the orders accepted before this start.
+fn resume(intake: Arc<OrderIntake>, ids: Vec<OrderId>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stored = ids.len();
+        match intake.resume(ids).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                orders = n,
+                stored,
+                "orders accepted before this start are queued to be started (those running already are left alone)"
+            ),
+            Err(e) => tracing::error!(
+                error = %e,
+                "cannot queue the starts of the orders accepted before this start; the next start, or a retry of their POSTs, does"
+            ),
+        }
+    })
 }
 
 /// The approval keeper heartbeats parked approvals five times per heartbeat window.
@@ -241,8 +260,8 @@ impl Service {
             mut sampled,
             unstarted,
         } = opened;
-        let (queue, queue_task) = match unstarted {
-            Some(_) => {
+        let (queue, queued) = match unstarted {
+            Some(ids) => {
                 let (queue, task) =
                     StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
                 let depth = queue.clone();
@@ -252,7 +271,7 @@ impl Service {
                     help: "Accepted orders whose execution waits in the start queue to be started",
                     read: Box::new(move || depth.len() as u64),
                 });
-                (Some(queue), Some(task))
+                (Some(queue), Some((task, ids)))
             }
             None => (None, None),
         };
@@ -278,26 +297,7 @@ impl Service {
             settings: settings.saga.clone(),
             queue,
         });
-        let start_queue = queue_task.map(|task| {
-            let ids = unstarted.unwrap_or_default();
-            let intake = intake.clone();
-            let resume = tokio::spawn(async move {
-                let stored = ids.len();
-                match intake.resume(ids).await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(
-                        orders = n,
-                        stored,
-                        "orders accepted before this start are queued to be started (those running already are left alone)"
-                    ),
-                    Err(e) => tracing::error!(
-                        error = %e,
-                        "cannot queue the starts of the orders accepted before this start; the next start, or a retry of their POSTs, does"
-                    ),
-                }
-            });
-            (task, resume)
-        });
+        let start_queue = queued.map(|(task, ids)| (task, resume(intake.clone(), ids)));
         drop(on_background);
         let token = match &settings.operator_token {
             Some(token) => Token {
