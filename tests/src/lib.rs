@@ -306,6 +306,11 @@ impl Server {
         self.send(method, path, body, None).await
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        self.request(Method::GET, "/metrics", None).await.text
+    }
+
     /// A request with the operator token.
     pub async fn operator(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
         self.send(method, path, body, Some(TOKEN)).await

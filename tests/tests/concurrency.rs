@@ -41,10 +41,7 @@ async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once()
         .await
         .json();
     assert_eq!(book["available"], 9, "one unit taken: {book}");
-    let metrics = server
-        .request(reqwest::Method::GET, "/metrics", None)
-        .await
-        .text;
+    let metrics = server.metrics().await;
     assert!(
         metrics.contains("fulfillment_orders_total{outcome=\"accepted\"} 1"),
         "{metrics}"
@@ -57,10 +54,7 @@ async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once()
     // queue came to it (starts are idempotent), so the queue empties soon, if not yet.
     let until = std::time::Instant::now() + tests::DEADLINE;
     loop {
-        let metrics = server
-            .request(reqwest::Method::GET, "/metrics", None)
-            .await
-            .text;
+        let metrics = server.metrics().await;
         assert!(
             metrics.contains("# TYPE fulfillment_start_queue_orders gauge\n"),
             "{metrics}"

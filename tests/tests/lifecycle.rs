@@ -271,7 +271,7 @@ async fn a_generated_operator_token_is_shown_once_and_works() {
     assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
 
     // It is shown nowhere else: not in the logs, not in the metrics.
-    let metrics = server.request(Method::GET, "/metrics", None).await.text;
+    let metrics = server.metrics().await;
     assert!(!metrics.contains(&token));
     let server = server.stop();
     let stdout = server.stdout.text();
