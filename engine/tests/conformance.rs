@@ -1,5 +1,5 @@
-//! Conformance run: every case of the recorded corpus (`shared/conformance/`, beside the
-//! repository) executed on one engine, each result matched against what AWS Step Functions
+//! Conformance run: every case of the recorded corpus (`engine/conformance/`, a copy kept in
+//! the repository) executed on one engine, each result matched against what AWS Step Functions
 //! recorded. Prints one line per failing case and `conformance: N passed, M failed`, and fails
 //! when fewer cases pass than `tests/conformance_floor.txt` says. See `CONFORMANCE.md`.
 //!
@@ -110,9 +110,9 @@ impl Settings {
         let custom = std::env::var_os("ASL_CONFORMANCE_DIR").map(PathBuf::from);
         Settings {
             custom_dir: custom.is_some(),
-            // The repository is checked out next to `shared/`.
+            // The repository keeps its own copy of the corpus.
             cases_dir: custom.unwrap_or_else(|| {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/conformance/cases")
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases")
             }),
             filter: std::env::var("ASL_CONFORMANCE_FILTER")
                 .ok()

@@ -4,7 +4,7 @@ verdict of the reference matcher (check_corpus.py's compare), so the Rust port c
 against it without Python.
 
 Usage: python3 gen_matcher_fixtures.py [CONFORMANCE_DIR]
-(default: ../../../../shared/conformance, i.e. shared/ beside the repository)
+(default: ../../conformance, the copy of the corpus kept in the repository)
 
 For every case it builds a result that satisfies `expected` (placeholders filled in, numbered ones
 consistently) and a few perturbed ones: a changed leaf, a dropped or added key, reordered arrays,
@@ -22,7 +22,7 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DIR = os.path.join(HERE, "..", "..", "..", "..", "shared", "conformance")
+DEFAULT_DIR = os.path.join(HERE, "..", "..", "conformance")
 PER_CASE = 4
 PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9_.\-]*(?::\d+)?>")
 

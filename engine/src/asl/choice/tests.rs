@@ -3,7 +3,6 @@ use crate::asl::{Kind, Op, Operand, Rule, parse_value};
 use crate::data::Scope;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use std::path::Path;
 
 /// Parses `rule` (a top-level Choice rule without `Next`) through the real parser.
 fn rule(rule: Value) -> Rule {
@@ -48,14 +47,9 @@ fn eval(r: Value, input: Value) -> bool {
 /// the Pass state whose literal `Result` became the output (`{"TestResult.$": "<state>"}`).
 #[test]
 fn choice_operator_corpus_matches_aws() {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/conformance/cases/choice_operators"
-    ));
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        eprintln!("corpus not found at {}; skipping", dir.display());
-        return;
-    };
+    let dir = crate::conformance_cases().join("choice_operators");
+    let entries = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     let mut failures = Vec::new();
