@@ -111,9 +111,8 @@ impl Settings {
         Settings {
             custom_dir: custom.is_some(),
             // The repository keeps its own copy of the corpus.
-            cases_dir: custom.unwrap_or_else(|| {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases")
-            }),
+            cases_dir: custom
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/cases")),
             filter: std::env::var("ASL_CONFORMANCE_FILTER")
                 .ok()
                 .filter(|f| !f.is_empty()),

@@ -48,8 +48,8 @@ fn eval(r: Value, input: Value) -> bool {
 #[test]
 fn choice_operator_corpus_matches_aws() {
     let dir = crate::conformance_cases().join("choice_operators");
-    let entries = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     let mut failures = Vec::new();

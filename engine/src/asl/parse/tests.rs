@@ -536,8 +536,8 @@ fn invalid_json_text_is_one_problem() {
 #[test]
 fn every_corpus_definition_is_judged_like_aws() {
     let root = crate::conformance_cases();
-    let categories = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", root.display()));
+    let categories =
+        std::fs::read_dir(&root).unwrap_or_else(|e| panic!("cannot read {}: {e}", root.display()));
     let mut paths: Vec<_> = categories
         .filter_map(|c| std::fs::read_dir(c.ok()?.path()).ok())
         .flatten()
