@@ -66,7 +66,7 @@ pub(crate) struct Machine {
 /// Counters the engine keeps about itself (for benchmarks and metrics).
 #[derive(Debug, Default)]
 pub struct Stats {
-    /// Grouped transactions committed.
+    /// Grouped transactions committed that wrote (an idle pass commits nothing to disk).
     pub commits: AtomicU64,
     /// States entered.
     pub transitions: AtomicU64,

@@ -287,6 +287,7 @@ impl Writer {
     fn batch(&mut self, commands: Vec<Command>) {
         let now = Utc::now();
         let mut b = Batch::default();
+        let changes_before = self.store.total_changes();
         let result = self.store.begin().and_then(|()| {
             for command in commands {
                 self.command(&mut b, command, now)?;
@@ -298,9 +299,13 @@ impl Writer {
         });
         match result {
             Ok(()) => {
-                self.stats
-                    .commits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // Only a commit that wrote counts (one fsync): an idle pass (a poll that timed
+                // out, no timer due) commits an empty transaction, which touches no disk.
+                if self.store.total_changes() != changes_before {
+                    self.stats
+                        .commits
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 self.stats
                     .transitions
                     .fetch_add(b.transitions, std::sync::atomic::Ordering::Relaxed);

@@ -254,6 +254,12 @@ impl Store {
         self.conn.execute_batch("COMMIT")
     }
 
+    /// Rows inserted, updated or deleted on this connection since it opened: a transaction that
+    /// leaves it unchanged wrote nothing (and its commit wrote nothing to disk).
+    pub fn total_changes(&self) -> u64 {
+        self.conn.total_changes()
+    }
+
     pub fn rollback(&self) {
         let _ = self.conn.execute_batch("ROLLBACK");
     }
