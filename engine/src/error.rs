@@ -72,6 +72,32 @@ impl EngineError {
         }
     }
 
+    /// The text alone, without the AWS error name: what a person reads (the name is for the
+    /// Step Functions protocol and for logs).
+    pub fn message(&self) -> &str {
+        match self {
+            EngineError::ExecutionAlreadyExists(m)
+            | EngineError::ExecutionDoesNotExist(m)
+            | EngineError::ExecutionLimitExceeded(m)
+            | EngineError::StateMachineDoesNotExist(m)
+            | EngineError::StateMachineAlreadyExists(m)
+            | EngineError::StateMachineTypeNotSupported(m)
+            | EngineError::ActivityDoesNotExist(m)
+            | EngineError::ActivityAlreadyExists(m)
+            | EngineError::InvalidArn(m)
+            | EngineError::InvalidName(m)
+            | EngineError::InvalidDefinition(m)
+            | EngineError::InvalidExecutionInput(m)
+            | EngineError::InvalidOutput(m)
+            | EngineError::InvalidToken(m)
+            | EngineError::TaskDoesNotExist(m)
+            | EngineError::TaskTimedOut(m)
+            | EngineError::Validation(m)
+            | EngineError::Unavailable(m)
+            | EngineError::Internal(m) => m,
+        }
+    }
+
     /// Whether the same call may succeed if simply tried again.
     pub fn is_transient(&self) -> bool {
         matches!(self, EngineError::Unavailable(_))
