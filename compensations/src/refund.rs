@@ -29,9 +29,14 @@ pub async fn refund(
         .await?;
     match &refunded {
         Refunded::Now(r) => {
-            tracing::info!(order_id = %order_id, refund_id = %r.refund_id, "refunded")
+            tracing::info!(order_id = %order_id, refund_id = %r.refund_id, "refunded");
+            ports.orders.record_refund(order_id, r).await?;
         }
-        Refunded::Already(_) => tracing::debug!(order_id = %order_id, "refund replayed"),
+        Refunded::Already(r) => {
+            tracing::debug!(order_id = %order_id, "refund replayed");
+            // The answer that made it may have been lost before it was recorded.
+            ports.orders.record_refund(order_id, r).await?;
+        }
         Refunded::NothingCharged => {
             tracing::info!(order_id = %order_id, "nothing was charged; no refund")
         }

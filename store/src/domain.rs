@@ -217,6 +217,9 @@ pub struct Order {
     /// and currency it is the whole charge, so showing it needs no call to the provider. `None`
     /// for orders charged before it was recorded.
     pub charged_at: Option<DateTime<Utc>>,
+    /// The refund of that charge, once a compensation made it (or found it made): recorded so
+    /// that the status view shows it without asking the provider.
+    pub refund: Option<RefundRecord>,
     pub failure: Option<Failure>,
     pub approval: Option<Approval>,
     pub updated_at: DateTime<Utc>,
@@ -225,6 +228,25 @@ pub struct Order {
 impl Order {
     pub fn id(&self) -> &OrderId {
         &self.new.order_id
+    }
+}
+
+/// The refund recorded on an order: the provider's id, what it gave back, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefundRecord {
+    pub refund_id: String,
+    pub amount_cents: u64,
+    pub refunded_at: DateTime<Utc>,
+}
+
+impl From<&Refund> for RefundRecord {
+    fn from(r: &Refund) -> Self {
+        RefundRecord {
+            refund_id: r.refund_id.clone(),
+            amount_cents: r.amount_cents,
+            refunded_at: r.created_at,
+        }
     }
 }
 

@@ -146,6 +146,10 @@ pub trait OrderRepository: Send + Sync {
     /// lands after its compensation started is not forgotten. Returns the order afterwards.
     async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError>;
 
+    /// Records the refund of the order's charge (idempotent: the first refund recorded is kept;
+    /// one refund per order is made, under `refund:{orderId}`). Returns the order afterwards.
+    async fn record_refund(&self, id: &OrderId, refund: &Refund) -> Result<Order, StoreError>;
+
     /// Moves the status forward to `to` (see `OrderStatus::can_move_to`); a move backwards or
     /// sideways changes nothing. `failure` is recorded with `Compensating`, `Cancelled` and
     /// `CompensationFailed` when none is recorded yet. Returns the order as it is afterwards.

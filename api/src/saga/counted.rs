@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use store::{
     Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, Page, PendingApproval, StoreError,
+    OrderStatus, Page, PendingApproval, Refund, StoreError,
 };
 
 pub struct CountedOrders {
@@ -42,6 +42,10 @@ impl OrderRepository for CountedOrders {
 
     async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {
         self.orders.record_charge(id, charge).await
+    }
+
+    async fn record_refund(&self, id: &OrderId, refund: &Refund) -> Result<Order, StoreError> {
+        self.orders.record_refund(id, refund).await
     }
 
     /// Counts the order when this move ends it. Steps are delivered at least once, so a

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
     Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, Page, PendingApproval, StoreError,
+    OrderStatus, Page, PendingApproval, Refund, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -44,6 +44,9 @@ impl OrderRepository for Broken {
         self.fail().await
     }
     async fn record_charge(&self, _: &OrderId, _: &Charge) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn record_refund(&self, _: &OrderId, _: &Refund) -> Result<Order, StoreError> {
         self.fail().await
     }
     async fn advance(

@@ -156,6 +156,7 @@ macro_rules! contract_suite {
             execution_is_recorded_once,
             charge_is_recorded_once,
             charge_is_recorded_whatever_the_status,
+            refund_is_recorded_once,
             status_moves_forward_only,
             failure_is_recorded_once_and_only_with_compensation,
             writes_to_an_unknown_order_are_not_found,

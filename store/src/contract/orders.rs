@@ -122,6 +122,50 @@ pub async fn charge_is_recorded_once(repo: &dyn OrderRepository) {
     assert!(stored.updated_at >= order.updated_at);
 }
 
+/// The refund is recorded once, with its id, amount and time; a second changes nothing.
+pub async fn refund_is_recorded_once(repo: &dyn OrderRepository) {
+    let order = created(repo, "refund-id").await;
+    let id = order.id();
+    assert_eq!(order.refund, None, "a new order has no refund");
+    repo.advance(
+        id,
+        OrderStatus::Compensating,
+        Some(failure("Payment.Declined")),
+    )
+    .await
+    .expect("compensate");
+    let at = now() - Duration::seconds(3);
+    let refund = |refund_id: &str, at| Refund {
+        refund_id: refund_id.to_owned(),
+        idempotency_key: id.refund_key(),
+        charge_id: "ch_1".to_owned(),
+        order_id: id.clone(),
+        amount_cents: 3499,
+        created_at: at,
+    };
+    let expected = Some(RefundRecord {
+        refund_id: "re_first".to_owned(),
+        amount_cents: 3499,
+        refunded_at: at,
+    });
+    let after = repo
+        .record_refund(id, &refund("re_first", at))
+        .await
+        .expect("record");
+    assert_eq!(
+        after.refund, expected,
+        "id, amount and time, to the millisecond"
+    );
+    assert_eq!(after.status, OrderStatus::Compensating, "the status stays");
+    let other = repo
+        .record_refund(id, &refund("re_other", now()))
+        .await
+        .expect("record other");
+    assert_eq!(other.refund, expected, "the first refund is kept");
+    let stored = repo.get(id).await.expect("get").expect("exists");
+    assert_eq!(stored.refund, expected);
+}
+
 /// A charge step the workflow gave up on may report after the compensation started: its charge
 /// is recorded all the same, so it is not forgotten, and the status stays where it is.
 pub async fn charge_is_recorded_whatever_the_status(repo: &dyn OrderRepository) {

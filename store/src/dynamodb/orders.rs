@@ -110,6 +110,14 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
         execution_arn: f.opt_string("execution_arn")?,
         charge_id: f.opt_string("charge_id")?,
         charged_at: f.opt_ts("charged_at")?,
+        refund: match f.opt_string("refund_id")? {
+            Some(refund_id) => Some(RefundRecord {
+                refund_id,
+                amount_cents: f.n("refund_amount_cents")?,
+                refunded_at: f.ts("refunded_at")?,
+            }),
+            None => None,
+        },
         failure,
         approval,
         updated_at: f.ts("updated_at")?,
@@ -253,6 +261,25 @@ impl OrderRepository for DynamoStore {
             .into_order();
         warn_if_other_charge(&order, &charge.charge_id);
         Ok(order)
+    }
+
+    async fn record_refund(&self, id: &OrderId, refund: &Refund) -> Result<Order, StoreError> {
+        let values = HashMap::from([
+            (":refund_id".to_owned(), s(&refund.refund_id)),
+            (":refund_amount_cents".to_owned(), n(refund.amount_cents)),
+            (":refunded_at".to_owned(), ts(refund.created_at)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        Ok(self
+            .change_order(
+                id,
+                "SET #refund_id = :refund_id, #refund_amount_cents = :refund_amount_cents, \
+                 #refunded_at = :refunded_at, #updated_at = :now",
+                "attribute_not_exists(#refund_id)",
+                values,
+            )
+            .await?
+            .into_order())
     }
 
     /// Leaving `AWAITING_APPROVAL` also leaves the operators' queue.

@@ -21,7 +21,7 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
-    charge_id, charged_at FROM orders";
+    charge_id, charged_at, refund_id, refund_amount_cents, refunded_at FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -91,6 +91,14 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
         execution_arn: r.get(11)?,
         charge_id: r.get(21)?,
         charged_at: get_opt_ts(r, 22)?,
+        refund: match r.get::<_, Option<String>>(23)? {
+            Some(refund_id) => Some(RefundRecord {
+                refund_id,
+                amount_cents: get_u64(r, 24)?,
+                refunded_at: get_ts(r, 25)?,
+            }),
+            None => None,
+        },
         failure,
         approval,
         updated_at: get_ts(r, 20)?,
@@ -242,6 +250,18 @@ impl OrderRepository for SqliteStore {
         let order = update_and_load(self, id, sql.to_owned(), values).await?;
         warn_if_other_charge(&order, &charge.charge_id);
         Ok(order)
+    }
+
+    async fn record_refund(&self, id: &OrderId, refund: &Refund) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET refund_id = ?2, refund_amount_cents = ?3, refunded_at = ?4, \
+                   updated_at = ?5 WHERE order_id = ?1 AND refund_id IS NULL";
+        let values = vec![
+            refund.refund_id.clone().into(),
+            to_sql_u64(refund.amount_cents, "refund amount")?.into(),
+            ts(refund.created_at).into(),
+            now().into(),
+        ];
+        update_and_load(self, id, sql.to_owned(), values).await
     }
 
     async fn advance(

@@ -111,6 +111,13 @@ ALTER TABLE orders ADD COLUMN charged_at TEXT;
 ALTER TABLE stock ADD COLUMN stocked INTEGER NOT NULL DEFAULT 0 CHECK (stocked >= 0);
 UPDATE stock SET stocked = available + reserved + shipped;
 "#,
+    // 7: the refund of the order's charge, recorded by the compensation that made it, so the
+    // status view shows it (id, amount, when) without asking the provider.
+    r#"
+ALTER TABLE orders ADD COLUMN refund_id TEXT;
+ALTER TABLE orders ADD COLUMN refund_amount_cents INTEGER CHECK (refund_amount_cents >= 0);
+ALTER TABLE orders ADD COLUMN refunded_at TEXT;
+"#,
 ];
 
 /// The schema version this build writes.
