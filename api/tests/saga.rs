@@ -247,6 +247,11 @@ async fn expired_approval_window_refunds_and_releases() {
     let done = saga.finished(&order).await;
     assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.error.as_deref(), Some("States.Timeout"), "{done:?}");
+    assert_eq!(
+        done.cause.as_deref(),
+        Some("the approval window closed before an operator's decision took effect"),
+        "{done:?}"
+    );
     assert_eq!(saga.order("o-expired").await.status, OrderStatus::Cancelled);
     assert!(refunded(&saga, "o-expired").await);
     assert_eq!(saga.level("piano").await, (1, 0, 0));

@@ -71,7 +71,10 @@ async fn a_decision_racing_the_approval_window_is_answered_as_it_ends() {
             }
             (StatusCode::CONFLICT, Some("approval-expired")) => {
                 expired += 1;
-                end["status"] == "CANCELLED" && failure == "States.Timeout"
+                end["status"] == "CANCELLED"
+                    && failure == "States.Timeout"
+                    && end["failure"]["cause"]
+                        == "the approval window closed before an operator's decision took effect"
             }
             _ => false,
         };

@@ -15,6 +15,9 @@ use store::ErrorName;
 /// The states a cancelled saga ends with.
 const CANCELLATION: [&str; 3] = ["RefundPayment", "ReleaseInventory", "OrderCancelled"];
 
+/// The cause the definition gives the approval window's timeout (Step Functions gives none).
+const WINDOW_CLOSED: &str = "the approval window closed before an operator's decision took effect";
+
 /// Forward states entered up to and including `state`, for a small or large order.
 fn forward_until(state: &str, large: bool) -> Vec<&'static str> {
     let mut path = vec!["ReserveInventory", "ChargePayment", "NeedsApproval"];
@@ -171,11 +174,27 @@ fn rejected_shipment_is_compensated_and_fails_with_it() {
 }
 
 #[test]
-fn expired_approval_window_is_compensated_and_fails_with_states_timeout() {
-    let x = compensated("AwaitApproval", "States.Timeout", true);
-    // The catch output has no Cause; the release step fills in an empty one, so the Fail
-    // state's CausePath has something to read.
-    assert_eq!(x.failure(), ("States.Timeout".to_owned(), String::new()));
+fn expired_approval_window_is_compensated_and_fails_saying_the_window_closed() {
+    let mut x = Execution::start(input(true));
+    x.forward_to("AwaitApproval");
+    x.fault("AwaitApproval", "States.Timeout");
+    assert!(x.pending_timers().is_empty(), "the window is never retried");
+    // Step Functions gives a state timeout no cause; the definition names the one it was.
+    let failure = json!({"Error": "States.Timeout", "Cause": WINDOW_CLOSED});
+    let refund = x.task("RefundPayment");
+    assert_eq!(refund.input, json!({"orderId": "o-1", "failure": failure}));
+    x.complete("RefundPayment");
+    assert_eq!(x.task("ReleaseInventory").input["failure"], failure);
+    x.complete("ReleaseInventory");
+    let mut path = forward_until("AwaitApproval", true);
+    path.push("ApprovalWindowClosed");
+    path.extend(CANCELLATION);
+    assert_eq!(x.entered(), path);
+    assert_eq!(
+        x.failure(),
+        ("States.Timeout".to_owned(), WINDOW_CLOSED.to_owned())
+    );
+    assert!(x.open_tasks().is_empty() && x.pending_timers().is_empty());
 }
 
 #[test]
@@ -523,8 +542,8 @@ fn random_walks_always_end_in_one_of_the_three_ends_with_the_right_outcome() {
         let broken = rng.below(5) == 0;
         let broken_record = broken && rng.below(2) == 0;
         let mut x = Execution::start(input(large));
-        // The error that started the compensation, if any.
-        let mut first_failure: Option<String> = None;
+        // The error that started the compensation, and the cause it ends with, if any.
+        let mut first_failure: Option<(String, String)> = None;
         let mut steps = 0;
         while x.outcome().is_none() {
             steps += 1;
@@ -551,7 +570,15 @@ fn random_walks_always_end_in_one_of_the_three_ends_with_the_right_outcome() {
             let before = x.entered().len();
             x.fault(&state, error);
             if FORWARD.contains(&state.as_str()) && x.pending_timers().is_empty() {
-                first_failure.get_or_insert_with(|| error.to_owned());
+                first_failure.get_or_insert_with(|| {
+                    // The approval window's timeout is named by the definition.
+                    let cause = if state == "AwaitApproval" && error == "States.Timeout" {
+                        WINDOW_CLOSED.to_owned()
+                    } else {
+                        cause_of(error)
+                    };
+                    (error.to_owned(), cause)
+                });
             }
             if !retried {
                 assert!(
@@ -590,13 +617,19 @@ fn random_walks_always_end_in_one_of_the_three_ends_with_the_right_outcome() {
                 x.output();
             }
             "OrderCancelled" => {
-                let error = first_failure.clone().expect("a failure started it");
-                assert_eq!(
-                    x.failure(),
-                    (error.clone(), cause_of(&error)),
-                    "seed {seed}: {entered:?}"
-                );
-                assert_eq!(entered[compensating..], CANCELLATION, "seed {seed}");
+                let failure = first_failure.clone().expect("a failure started it");
+                assert_eq!(x.failure(), failure, "seed {seed}: {entered:?}");
+                let cancellation = if failure.1 == WINDOW_CLOSED {
+                    &entered[compensating - 1..]
+                } else {
+                    &entered[compensating..]
+                };
+                let expected: Vec<&str> = (failure.1 == WINDOW_CLOSED)
+                    .then_some("ApprovalWindowClosed")
+                    .into_iter()
+                    .chain(CANCELLATION)
+                    .collect();
+                assert_eq!(cancellation, expected, "seed {seed}");
             }
             "CompensationFailed" => {
                 assert!(first_failure.is_some(), "seed {seed}");
