@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{
-    Decided, Decision, ErrorName, Order, OrderId, OrderRepository, OrderStatus, StoreError,
+    Decided, Decision, ErrorName, Failure, Order, OrderId, OrderRepository, OrderStatus, StoreError,
 };
 
 pub struct AwaitApproval {
@@ -169,6 +169,17 @@ pub async fn decide(
         }
         Err(e) => return Err(e.into()),
     };
+    // A rejection that took effect starts the compensation: the order says so at once (the
+    // refund step records the same failure, from the same decision, if it gets there first).
+    if decision == Decision::Reject && !expired {
+        let failure = Failure {
+            error: ErrorName::OrderRejected.as_str().to_owned(),
+            cause: rejection_cause(&order),
+        };
+        orders
+            .advance(id, OrderStatus::Compensating, Some(failure))
+            .await?;
+    }
     let order = orders.get(id).await?.unwrap_or(order);
     Ok(if expired {
         DecisionResult::Expired(order)
