@@ -315,8 +315,9 @@ pub struct ServeArgs {
     pub backend: BackendArgs,
 
     /// The bearer token operator endpoints require (approvals, inventory): at least 16
-    /// printable characters, no spaces. When none is given, one is generated at start-up and
-    /// printed once to stderr with a ready-to-paste curl line; it is never logged.
+    /// printable characters, no spaces. When none is given (embedded backend only), the first
+    /// start generates one, shows it once on stderr and keeps it beside --db
+    /// (`fulfillment.operator-token`, mode 0600) for later starts; it is never logged.
     #[arg(
         long,
         env = "FULFILLMENT_OPERATOR_TOKEN",
@@ -424,7 +425,7 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Secret<T> {
     }
 }
 
-fn parse_token(raw: &str) -> Result<OperatorToken, String> {
+pub(crate) fn parse_token(raw: &str) -> Result<OperatorToken, String> {
     let token = raw.trim();
     if token.len() < 16 {
         return Err("an operator token needs at least 16 characters".to_owned());

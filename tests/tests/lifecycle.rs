@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use store::OrderRepository;
 use tests::{
-    Audit, DEADLINE, Db, START_STOP, Server, audit_command, binary, client, order, serve_command,
+    Audit, DEADLINE, Db, START_STOP, Server, TOKEN, audit_command, binary, client, order,
+    serve_command,
 };
 
 /// The sandbox values the clients cycle through: each order still completes, some after a
@@ -229,26 +230,42 @@ async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_generated_operator_token_is_shown_once_and_works() {
+async fn a_generated_operator_token_is_shown_once_works_and_survives_restarts() {
     let db = Db::new();
     let mut cmd = serve_command(&db);
     cmd.args(["--log-format", "json"]).env("RUST_LOG", "debug");
     let server = Server::spawn(cmd);
 
-    let stderr = server.stderr.wait_for("curl ");
-    let curls: Vec<&str> = stderr.lines().filter(|l| l.contains("curl ")).collect();
-    assert_eq!(curls.len(), 1, "one curl line: {stderr}");
-    let token = curls[0]
-        .split("Bearer ")
-        .nth(1)
-        .and_then(|rest| rest.split('\'').next())
-        .expect("a bearer token in the curl line")
+    // The banner: where the service is, its docs, and how to authenticate.
+    let banner = server.stderr.wait_for("curl ");
+    assert!(
+        banner.contains(&format!("serving on {}", server.base)),
+        "{banner}"
+    );
+    assert!(
+        banner.contains(&format!("{}/docs", server.base)),
+        "{banner}"
+    );
+    assert!(
+        banner.contains(&format!("{}/openapi.json", server.base)),
+        "{banner}"
+    );
+    let kept = db.dir().join("fulfillment.operator-token");
+    let token = std::fs::read_to_string(&kept)
+        .expect("the generated token is kept beside the database")
+        .trim()
         .to_owned();
     assert!(token.len() >= 32, "a long token: {token}");
-    assert!(
-        curls[0].ends_with(&format!("{}/approvals", server.base)),
-        "{}",
-        curls[0]
+    assert_eq!(banner.matches(&token).count(), 1, "shown once: {banner}");
+    let curls: Vec<&str> = banner.lines().filter(|l| l.contains("curl ")).collect();
+    assert_eq!(
+        curls,
+        [format!(
+            "  curl -H \"Authorization: Bearer $(cat {})\" {}/approvals",
+            kept.display(),
+            server.base
+        )],
+        "{banner}"
     );
 
     // It works, and nothing else does.
@@ -283,6 +300,21 @@ async fn a_generated_operator_token_is_shown_once_and_works() {
             .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
         assert!(parsed["level"].is_string(), "{line}");
     }
+
+    // A restart keeps it (scripts keep working) and does not show it again.
+    let again = Server::spawn(serve_command(&db));
+    let banner = again.stderr.wait_for("curl ");
+    assert!(!banner.contains(&token), "{banner}");
+    assert!(
+        banner.contains(&format!("kept in {}", kept.display())),
+        "{banner}"
+    );
+    let ok = again
+        .send(Method::GET, "/approvals", None, Some(&token))
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    let again = again.stop();
+    assert!(!again.stderr.text().contains(&token));
 }
 
 #[test]
@@ -297,6 +329,8 @@ fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
                 "stripe",
                 "--stripe-key",
                 "sk_test_x",
+                "--operator-token",
+                TOKEN,
             ][..],
             "--state-machine-arn",
         ),
@@ -306,8 +340,22 @@ fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
                 "aws",
                 "--state-machine-arn",
                 "arn:aws:states:us-east-1:123456789012:stateMachine:fulfillment-order-saga",
+                "--operator-token",
+                TOKEN,
             ][..],
             "--payments",
+        ),
+        // The replicas must share one operator token: none is generated on AWS.
+        (
+            &[
+                "--backend",
+                "aws",
+                "--state-machine-arn",
+                "arn:aws:states:us-east-1:123456789012:stateMachine:fulfillment-order-saga",
+                "--payments",
+                "sandbox",
+            ][..],
+            "--operator-token",
         ),
     ] {
         let mut cmd = serve_command(&db);
@@ -346,6 +394,14 @@ async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on(
     std::io::Read::read_to_string(&mut second.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("in use by another engine"), "{stderr}");
+    assert!(
+        !stderr.contains("ServiceUnavailable"),
+        "no internal error kind: {stderr}"
+    );
+    assert!(
+        !db.dir().join("fulfillment.operator-token").exists(),
+        "the refused start kept no token it never showed"
+    );
     let placed = server
         .place(&order("after-refusal", "book", 1, 1_000, "pm_card_visa"))
         .await;
