@@ -622,6 +622,10 @@ async fn deciding_after_the_window_ran_out_is_409_approval_expired() {
     app.post("/orders", &large("o-17", "piano")).await;
     let cancelled = app.reaches("o-17", "CANCELLED").await;
     assert_eq!(cancelled["failure"]["error"], "States.Timeout");
+    assert_eq!(
+        cancelled["failure"]["cause"],
+        "the approval window closed before an operator's decision took effect"
+    );
     app.decide("o-17", "approve")
         .await
         .problem(409, "approval-expired");
@@ -728,13 +732,13 @@ async fn stock_is_set_and_read() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(
         r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "stocked": 7})
+        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0, "stocked": 7})
     );
     let r = app.get("/inventory/book-1.a_b").await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
         r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "stocked": 7})
+        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0, "stocked": 7})
     );
 }
 

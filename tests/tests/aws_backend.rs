@@ -187,10 +187,23 @@ async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Serv
     b.reaches("aws-rejected", "AWAITING_APPROVAL").await;
     let rejected = a.decide("aws-rejected", "reject").await;
     assert_eq!(rejected.status, StatusCode::OK, "{}", rejected.text);
+    assert!(
+        ["COMPENSATING", "CANCELLED"].contains(&rejected.json()["status"].as_str().unwrap()),
+        "the status after the rejection: {}",
+        rejected.text
+    );
     let other = b.decide("aws-rejected", "approve").await;
     assert_eq!(other.status, StatusCode::CONFLICT, "{}", other.text);
     let cancelled = b.reaches("aws-rejected", "CANCELLED").await;
     assert_eq!(cancelled["approval"]["decision"], "reject", "{cancelled}");
+    let refunded = b.ends("aws-rejected", "CANCELLED", "FAILED").await;
+    assert!(
+        refunded["refund"]["refundId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("re_")),
+        "the status shows the refund: {refunded}"
+    );
+    assert_eq!(refunded["reservation"]["status"], "RELEASED", "{refunded}");
     assert_eq!(stack.stripe.charges_of("aws-rejected"), 1);
     assert_eq!(stack.stripe.refunds_of("aws-rejected"), 1);
     assert_idempotency_keys(stack, "/v1/refunds", "aws-rejected", "refund:aws-rejected");
@@ -217,6 +230,11 @@ async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server
     assert_eq!(
         cancelled["failure"]["error"], "States.Timeout",
         "{cancelled}"
+    );
+    assert_eq!(
+        cancelled["failure"]["cause"],
+        "the approval window closed before an operator's decision took effect",
+        "the cause says which timeout: {cancelled}"
     );
     assert_eq!(stack.stripe.refunds_of("aws-expired"), 1);
     assert_eq!(

@@ -1,6 +1,6 @@
-//! The README's walk-through, over HTTP against the real binary: stock, a small order that
-//! completes, a large one an operator approves, a declined card compensated, a replay and a
-//! conflict.
+//! The README's walk-through, over HTTP against the real binary: the front door, stock, a small
+//! order that completes and reads back as placed, a large one an operator approves, a declined
+//! card compensated, a replay and a conflict, the stock listed.
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -10,6 +10,8 @@ use tests::{Db, Server, order};
 async fn the_readme_walk_through_works_over_http() {
     let db = Db::new();
     let server = Server::start(&db);
+    let index = server.request(Method::GET, "/", None).await;
+    assert_eq!(index.json()["docs"], "/docs", "{}", index.text);
 
     // Stocking is an operator action.
     let anonymous = server
@@ -39,6 +41,10 @@ async fn the_readme_walk_through_works_over_http() {
     let done = server.ends("walk-small", "COMPLETED", "SUCCEEDED").await;
     assert_eq!(done["payment"]["amountCents"], 3_000);
     assert!(done["shipment"]["trackingNumber"].is_string(), "{done}");
+    let placed_order = server
+        .request(Method::GET, "/orders/walk-small", None)
+        .await;
+    assert_eq!(placed_order.json()["items"][0]["lineTotalCents"], 3_000);
 
     // A large order waits for an operator, who approves it.
     let large = order("walk-large", "piano", 1, 450_000, "pm_card_visa");
@@ -57,6 +63,12 @@ async fn the_readme_walk_through_works_over_http() {
     );
     let approved = server.decide("walk-large", "approve").await;
     assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
+    assert_ne!(
+        approved.json()["status"],
+        "AWAITING_APPROVAL",
+        "{}",
+        approved.text
+    );
     let done = server.reaches("walk-large", "COMPLETED").await;
     assert_eq!(done["approval"]["decision"], "approve");
 
@@ -93,6 +105,16 @@ async fn the_readme_walk_through_works_over_http() {
     assert_eq!(book.json()["reserved"], 0, "{}", book.text);
     let piano = server.request(Method::GET, "/inventory/piano", None).await;
     assert_eq!(piano.json()["available"], 0, "{}", piano.text);
+    let all = server
+        .request(Method::GET, "/inventory?limit=10", None)
+        .await;
+    assert_eq!(
+        all.json(),
+        json!({"items": [
+            {"sku": "book", "available": 8, "reserved": 0, "shipped": 2, "stocked": 10},
+            {"sku": "piano", "available": 0, "reserved": 0, "shipped": 1, "stocked": 1},
+        ], "nextCursor": null})
+    );
 
     server.stop();
 }

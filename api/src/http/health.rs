@@ -1,5 +1,6 @@
-//! Liveness (`/healthz`: the process answers), readiness (`/readyz`: the store and the workflow
-//! answer) and the metrics exposition.
+//! The service's front door (`/`: where the documentation is), liveness (`/healthz`: the
+//! process answers), readiness (`/readyz`: the store and the workflow answer) and the metrics
+//! exposition.
 
 use super::AppState;
 use super::problem::{Problem, ProblemKind};
@@ -19,6 +20,44 @@ const PROBE_ID: &str = "fulfillment-readiness-probe";
 pub struct Health {
     #[schema(example = "ok")]
     pub status: String,
+}
+
+/// Where to start: the service's name and version, and links to its documentation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ServiceIndex {
+    #[schema(example = "fulfillment")]
+    pub service: String,
+    #[schema(example = "0.1.0")]
+    pub version: String,
+    /// Swagger UI: every operation, tried from the browser.
+    #[schema(example = "/docs")]
+    pub docs: String,
+    /// The OpenAPI 3.1 document.
+    #[schema(example = "/openapi.json")]
+    pub openapi: String,
+    #[schema(example = "/healthz")]
+    pub health: String,
+    #[schema(example = "/metrics")]
+    pub metrics: String,
+}
+
+/// Where to start: links to the API's documentation.
+#[utoipa::path(
+    get,
+    path = "/",
+    operation_id = "index",
+    tag = "service",
+    responses((status = 200, description = "The service and its documentation", body = ServiceIndex))
+)]
+pub async fn index() -> Json<ServiceIndex> {
+    Json(ServiceIndex {
+        service: "fulfillment".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        docs: "/docs".to_owned(),
+        openapi: "/openapi.json".to_owned(),
+        health: "/healthz".to_owned(),
+        metrics: "/metrics".to_owned(),
+    })
 }
 
 /// Liveness: the process answers.

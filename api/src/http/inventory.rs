@@ -1,41 +1,70 @@
-//! Stock levels: `PUT /inventory/{sku}` sets what is available (an operator's stock count) and
-//! `GET /inventory/{sku}` reads it.
+//! Stock levels: `PUT /inventory/{sku}` sets what is available (an operator's stock count),
+//! `GET /inventory/{sku}` reads one SKU and `GET /inventory` lists them all, a page at a time.
 
 use super::AppState;
 use super::auth::Operator;
-use super::extract::{JsonBody, PathParam};
+use super::extract::{JsonBody, PathParam, QueryParams};
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate::{self, sku_error};
 use axum::Json;
 use axum::extract::State;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use store::StockLevel;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
-/// An operator's stock count.
+/// An operator's stock count: the units on the shelf that orders may reserve. Units already
+/// reserved by orders in progress, or shipped, are not part of it (they stay as they are).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // documents the body; the handler validates the JSON by hand
 pub struct StockCount {
-    /// Units available to reserve.
+    /// Units available to reserve from now on.
     #[schema(minimum = 0, maximum = 1000000000, example = 10)]
     pub available: u64,
 }
 
-/// The stock of one SKU.
+/// The stock of one SKU. Every unit is in exactly one of `available`, `reserved` and `shipped`,
+/// and `stocked` is their sum: an order's reservation moves units from `available` to
+/// `reserved`, a release moves them back, a shipment moves them on to `shipped`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Stock {
     #[schema(example = "book")]
     pub sku: String,
-    /// Units that can be reserved.
+    /// Units that can be reserved now (what the last count set, less what orders reserved
+    /// since, plus what they released).
     pub available: u64,
-    /// Units held by orders that have not shipped.
+    /// Units held by orders that have not shipped yet.
     pub reserved: u64,
-    /// Units the SKU holds in all, shipped ones included: the last count plus what was reserved
-    /// and shipped then. Only a count changes it. Absent for a SKU last counted before it was
-    /// kept (its next count records it).
+    /// Units that left with shipments.
+    pub shipped: u64,
+    /// Units the SKU holds in all: `available + reserved + shipped`. A count sets `available`
+    /// and so changes it; orders only move units between the other three. Absent for a SKU
+    /// last counted before it was kept (its next count records it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stocked: Option<u64>,
+}
+
+/// A page of SKUs (in SKU order on the embedded backend; in the table's order on AWS).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StockPage {
+    pub items: Vec<Stock>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Paging of the stock list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StockQuery {
+    /// SKUs per page (1–1000, default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
+    /// The `nextCursor` of the previous page, as given (any other text is a 400).
+    #[param(min_length = 1, max_length = 200)]
+    pub cursor: Option<String>,
 }
 
 impl From<StockLevel> for Stock {
@@ -44,6 +73,7 @@ impl From<StockLevel> for Stock {
             sku: s.sku,
             available: s.available,
             reserved: s.reserved,
+            shipped: s.shipped,
             stocked: s.stocked,
         }
     }
@@ -124,5 +154,74 @@ pub async fn get_stock(
         Ok(Some(level)) => Ok(Json(level.into())),
         Ok(None) => Err(not_found()),
         Err(e) => Err(Problem::backend(&e, e.is_transient())),
+    }
+}
+
+/// Where a cursor continues: the store's own position (the last SKU on SQLite, the last key
+/// on DynamoDB), base64url-encoded so that clients treat it as opaque. Text that does not
+/// decode is not a cursor this service gave.
+fn cursor_after(cursor: &str) -> Option<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    String::from_utf8(bytes).ok().filter(|s| !s.is_empty())
+}
+
+/// Every SKU's stock, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/inventory",
+    operation_id = "listStock",
+    tag = "inventory",
+    params(StockQuery),
+    responses(
+        (status = 200, description = "A page of SKUs", body = StockPage),
+        (status = 400, description = "Invalid `limit`, or a `cursor` this service did not give (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "list_stock", skip_all)]
+pub async fn list_stock(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<StockQuery>,
+) -> Result<Json<StockPage>, Problem> {
+    let mut errors = Vec::new();
+    let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 1000, &mut errors)
+        .map_or(100, |n| n as u32);
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(c) => {
+            let after = cursor_after(c);
+            if after.is_none() {
+                errors.push(FieldError::new("cursor", "is not a cursor this list gave"));
+            }
+            after
+        }
+    };
+    if !errors.is_empty() {
+        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
+        p.errors = Some(errors);
+        return Err(p);
+    }
+    let page = state
+        .inventory
+        .list_stock(after.as_deref(), limit)
+        .await
+        .map_err(|e| Problem::backend(&e, e.is_transient()))?;
+    Ok(Json(StockPage {
+        items: page.items.into_iter().map(Stock::from).collect(),
+        next_cursor: page.next.map(|sku| URL_SAFE_NO_PAD.encode(sku)),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_is_the_last_sku_and_nothing_else_is_one() {
+        let cursor = URL_SAFE_NO_PAD.encode("book-2");
+        assert_eq!(cursor_after(&cursor).as_deref(), Some("book-2"));
+        assert_eq!(cursor_after("%%%"), None);
+        assert_eq!(cursor_after(&URL_SAFE_NO_PAD.encode([0xff, 0xfe])), None);
+        assert_eq!(cursor_after(""), None);
     }
 }

@@ -107,7 +107,9 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     let swagger = SwaggerUi::new("/docs").config(Config::from("/openapi.json"));
     Router::new()
+        .route("/", get(health::index))
         .route("/orders", post(orders::place))
+        .route("/orders/{order_id}", get(orders::get_order))
         .route("/orders/{order_id}/status", get(orders::status))
         .route("/orders/{order_id}/history", get(orders::history))
         .route(
@@ -115,6 +117,7 @@ pub fn router(state: AppState) -> Router {
             post(approvals::decide_approval),
         )
         .route("/approvals", get(approvals::pending))
+        .route("/inventory", get(inventory::list_stock))
         .route(
             "/inventory/{sku}",
             get(inventory::get_stock).put(inventory::put_stock),

@@ -1,6 +1,6 @@
-//! `POST /orders`, `GET /orders/{orderId}/status` and `GET /orders/{orderId}/history`: placing
-//! an order (business-key idempotency through [`OrderIntake`](crate::orders::OrderIntake)) and
-//! watching its saga.
+//! `POST /orders`, `GET /orders/{orderId}`, `GET /orders/{orderId}/status` and
+//! `GET /orders/{orderId}/history`: placing an order (business-key idempotency through
+//! [`OrderIntake`](crate::orders::OrderIntake)), reading it back, and watching its saga.
 
 use super::AppState;
 use super::extract::{JsonBody, PathParam, QueryParams};
@@ -164,14 +164,17 @@ pub struct OrderAccepted {
     pub status_url: String,
 }
 
-/// The order's stock reservation.
+/// The stock the order reserved, and what became of it.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReservationView {
-    /// `HELD`, `RELEASED` or `SHIPPED`.
+    /// `HELD` (reserved for the order), `RELEASED` (given back to `available` by the
+    /// compensation: `lines` are what was released) or `SHIPPED` (left with the shipment).
     #[schema(example = "HELD")]
     pub status: String,
+    /// The units reserved, per SKU.
     pub lines: Vec<ReservedLineView>,
+    /// When the stock was reserved.
     pub created_at: DateTime<Utc>,
 }
 
@@ -190,6 +193,18 @@ pub struct PaymentView {
     pub amount_cents: u64,
     pub currency: String,
     pub created_at: DateTime<Utc>,
+}
+
+/// The refund of the order's charge, made by the compensation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefundView {
+    /// The payment provider's id of the refund.
+    pub refund_id: String,
+    /// What was given back (the whole charge).
+    pub amount_cents: u64,
+    pub currency: String,
+    pub refunded_at: DateTime<Utc>,
 }
 
 /// The approval of an order that needs one.
@@ -236,12 +251,101 @@ pub struct OrderStatusView {
     pub requires_approval: bool,
     pub amount_cents: u64,
     pub currency: String,
+    /// The stock reserved for the order; null when none was (out of stock, or not yet).
     pub reservation: Option<ReservationView>,
+    /// The charge; null when none was made.
     pub payment: Option<PaymentView>,
+    /// The charge's refund, once a compensation made it; null otherwise.
+    pub refund: Option<RefundView>,
     pub approval: Option<ApprovalView>,
     pub shipment: Option<ShipmentView>,
     pub failure: Option<FailureView>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A line of an order as placed, with its price.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderLineView {
+    #[schema(example = "book")]
+    pub sku: String,
+    pub quantity: u32,
+    pub unit_price_cents: u64,
+    /// `quantity × unitPriceCents`.
+    pub line_total_cents: u64,
+}
+
+/// The shipping address as placed.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddressView {
+    pub name: String,
+    pub line1: String,
+    pub city: String,
+    pub postal_code: String,
+    pub country: String,
+}
+
+/// An order as placed, with where its saga is.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderView {
+    #[schema(example = "o-1001")]
+    pub order_id: String,
+    pub customer_id: String,
+    pub items: Vec<OrderLineView>,
+    pub currency: String,
+    /// The order's total: the sum of its lines.
+    pub amount_cents: u64,
+    /// Whether the total is at or above the approval threshold (an operator decides).
+    pub requires_approval: bool,
+    pub payment_method: String,
+    pub shipping_address: AddressView,
+    pub status: SagaStatus,
+    pub execution_arn: Option<String>,
+    /// Where the saga is in detail: payment, shipment, refund, approval.
+    #[schema(example = "/orders/o-1001/status")]
+    pub status_url: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&Order> for OrderView {
+    fn from(order: &Order) -> Self {
+        let new = &order.new;
+        let address = &new.shipping_address;
+        OrderView {
+            order_id: new.order_id.to_string(),
+            customer_id: new.customer_id.clone(),
+            items: new
+                .items
+                .iter()
+                .map(|l| OrderLineView {
+                    sku: l.sku.clone(),
+                    quantity: l.quantity,
+                    unit_price_cents: l.unit_price_cents,
+                    // Bounded at intake (10,000 × 10^8 fits many times over).
+                    line_total_cents: u64::from(l.quantity).saturating_mul(l.unit_price_cents),
+                })
+                .collect(),
+            currency: new.currency.clone(),
+            amount_cents: new.amount_cents,
+            requires_approval: new.requires_approval,
+            payment_method: new.payment_method.clone(),
+            shipping_address: AddressView {
+                name: address.name.clone(),
+                line1: address.line1.clone(),
+                city: address.city.clone(),
+                postal_code: address.postal_code.clone(),
+                country: address.country.clone(),
+            },
+            status: order.status.into(),
+            execution_arn: order.execution_arn.clone(),
+            status_url: status_url(order.id()),
+            created_at: new.created_at,
+            updated_at: order.updated_at,
+        }
+    }
 }
 
 /// A page of the execution's history, oldest event first.
@@ -461,22 +565,32 @@ pub async fn status(
         requires_approval: order.new.requires_approval,
         amount_cents: order.new.amount_cents,
         currency: order.new.currency.clone(),
-        reservation: reservation.map(|r| ReservationView {
-            status: serde_json::to_value(r.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-            lines: r
-                .lines
-                .into_iter()
-                .map(|l| ReservedLineView {
-                    sku: l.sku,
-                    quantity: l.quantity,
-                })
-                .collect(),
-            created_at: r.created_at,
-        }),
+        // A release that came before any reservation leaves a marker with no lines: nothing
+        // was reserved, so there is nothing to show.
+        reservation: reservation
+            .filter(|r| !r.lines.is_empty())
+            .map(|r| ReservationView {
+                status: serde_json::to_value(r.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                lines: r
+                    .lines
+                    .into_iter()
+                    .map(|l| ReservedLineView {
+                        sku: l.sku,
+                        quantity: l.quantity,
+                    })
+                    .collect(),
+                created_at: r.created_at,
+            }),
         payment,
+        refund: order.refund.as_ref().map(|r| RefundView {
+            refund_id: r.refund_id.clone(),
+            amount_cents: r.amount_cents,
+            currency: order.new.currency.clone(),
+            refunded_at: r.refunded_at,
+        }),
         approval: order.approval.as_ref().map(|a| ApprovalView {
             requested_at: a.requested_at,
             decision: a.decision.map(|d| decision_name(d).to_owned()),
@@ -495,6 +609,31 @@ pub async fn status(
         }),
         updated_at: order.updated_at,
     }))
+}
+
+/// An order as placed.
+///
+/// Its lines with their prices, the total, the customer and address, and its saga status (the
+/// details of each step are at `statusUrl`).
+#[utoipa::path(
+    get,
+    path = "/orders/{orderId}",
+    operation_id = "getOrder",
+    tag = "orders",
+    params(("orderId" = String, Path, description = "The order id")),
+    responses(
+        (status = 200, description = "The order", body = OrderView),
+        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[tracing::instrument(name = "get_order", skip_all, fields(order_id = %raw))]
+pub async fn get_order(
+    State(state): State<AppState>,
+    PathParam(raw): PathParam,
+) -> Result<Json<OrderView>, Problem> {
+    let order = find_order(&state, &raw).await?;
+    Ok(Json(OrderView::from(&order)))
 }
 
 pub(super) fn decision_name(d: store::Decision) -> &'static str {
