@@ -1,5 +1,5 @@
-//! The README is the one place users read the saga's error names, sandbox values and settings:
-//! it must name every one the code has.
+//! The README and the pages under `docs/` are where users read the saga's error names, sandbox
+//! values and settings: together they must name every one the code has.
 
 use api::config::Cli;
 use clap::CommandFactory;
@@ -9,8 +9,21 @@ use store::sandbox::{
     POSTAL_UNAVAILABLE_ONCE,
 };
 
+/// README.md and every page of `docs/`, as one text.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap()
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut pages: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .expect("the docs/ pages")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    assert!(!pages.is_empty(), "no pages in docs/");
+    for page in pages {
+        text.push_str(&std::fs::read_to_string(page).unwrap());
+    }
+    text
 }
 
 #[test]
