@@ -262,11 +262,7 @@ pub async fn pending(
 ) -> Result<Json<PendingApprovals>, Problem> {
     let mut errors = Vec::new();
     let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 1000, &mut errors);
-    if !errors.is_empty() {
-        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
-        p.errors = Some(errors);
-        return Err(p);
-    }
+    Problem::check_query(errors)?;
     let limit = limit.map_or(100, |n| n as u32);
     let pending = state
         .orders

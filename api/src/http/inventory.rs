@@ -196,11 +196,7 @@ pub async fn list_stock(
             after
         }
     };
-    if !errors.is_empty() {
-        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
-        p.errors = Some(errors);
-        return Err(p);
-    }
+    Problem::check_query(errors)?;
     let page = state
         .inventory
         .list_stock(after.as_deref(), limit)

@@ -679,11 +679,7 @@ pub async fn history(
     {
         errors.push(FieldError::new("nextToken", "must be 1 to 1024 characters"));
     }
-    if !errors.is_empty() {
-        let mut p = Problem::new(ProblemKind::InvalidRequest, "invalid query parameters");
-        p.errors = Some(errors);
-        return Err(p);
-    }
+    Problem::check_query(errors)?;
     let order = find_order(&state, &raw).await?;
     let Some(arn) = order.execution_arn.as_deref() else {
         return Ok(Json(HistoryView {

@@ -224,6 +224,18 @@ impl Problem {
         }
     }
 
+    /// 400: query parameters that are not valid, each listed in `errors`; `Ok` when there are
+    /// none.
+    pub fn check_query(errors: Vec<FieldError>) -> Result<(), Self> {
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(Problem {
+            errors: Some(errors),
+            ..Problem::new(ProblemKind::InvalidRequest, "invalid query parameters")
+        })
+    }
+
     pub fn validation(errors: Vec<FieldError>) -> Self {
         let detail = match errors.len() {
             1 => "1 field is invalid".to_owned(),

@@ -65,23 +65,7 @@ impl From<EngineError> for SfnError {
         let name = e.aws_name();
         match &e {
             EngineError::Unavailable(_) | EngineError::Internal(_) => SfnError::internal(name, &e),
-            EngineError::ExecutionAlreadyExists(m)
-            | EngineError::ExecutionDoesNotExist(m)
-            | EngineError::ExecutionLimitExceeded(m)
-            | EngineError::StateMachineDoesNotExist(m)
-            | EngineError::StateMachineAlreadyExists(m)
-            | EngineError::StateMachineTypeNotSupported(m)
-            | EngineError::ActivityDoesNotExist(m)
-            | EngineError::ActivityAlreadyExists(m)
-            | EngineError::InvalidArn(m)
-            | EngineError::InvalidName(m)
-            | EngineError::InvalidDefinition(m)
-            | EngineError::InvalidExecutionInput(m)
-            | EngineError::InvalidOutput(m)
-            | EngineError::InvalidToken(m)
-            | EngineError::TaskDoesNotExist(m)
-            | EngineError::TaskTimedOut(m)
-            | EngineError::Validation(m) => SfnError::client(name, m.clone()),
+            _ => SfnError::client(name, e.message()),
         }
     }
 }
