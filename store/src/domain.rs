@@ -250,6 +250,49 @@ impl From<&Refund> for RefundRecord {
     }
 }
 
+/// What a principal may do: a client (a system that places orders) or an operator (a person).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Client,
+    Operator,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Operator => "operator",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "client" => Some(Role::Client),
+            "operator" => Some(Role::Operator),
+            _ => None,
+        }
+    }
+}
+
+/// An API key as stored: never the key itself, only its hash (SHA-256 of the whole key; keys
+/// are random, 256 bits, so a fast hash is as good as a slow one), and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    /// The key's public id, part of the key itself (`fk_<keyId>_<secret>`): what `keys list`
+    /// shows and `keys revoke` takes.
+    pub key_id: String,
+    /// The principal's name (unique): a client's orders belong to it, an operator decides as it.
+    pub principal: String,
+    pub role: Role,
+    pub key_hash: String,
+    pub created_at: DateTime<Utc>,
+    /// Updated at most about once a minute per key (not on every request).
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
 /// Stock of one SKU. Reservations move units from `available` to `reserved`, releases back,
 /// shipments from `reserved` to `shipped`; only an operator's count changes the total, so
 /// `available + reserved + shipped == stocked` always (conservation, which `fulfillment audit`

@@ -29,6 +29,35 @@ impl<T> Page<T> {
     }
 }
 
+/// What `KeyRepository::issue` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Issued {
+    /// The key is stored (and its principal, if it was new).
+    Issued(ApiKey),
+    /// The principal exists with the other role: nothing was stored. A principal keeps its
+    /// role for life (a client's orders stay a client's).
+    RoleMismatch { existing: Role },
+}
+
+/// Principals and their API keys.
+#[async_trait]
+pub trait KeyRepository: Send + Sync {
+    /// Stores `key` (its id and hash unique), creating its principal with its role when new.
+    async fn issue(&self, key: &ApiKey) -> Result<Issued, StoreError>;
+
+    /// The key whose hash is `key_hash`, revoked or not.
+    async fn key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Every key, oldest first (principals hold a few each; there are few principals).
+    async fn list_keys(&self) -> Result<Vec<ApiKey>, StoreError>;
+
+    /// Revokes the key (idempotent: the first revocation time is kept). `None` for an unknown id.
+    async fn revoke(&self, key_id: &str, at: DateTime<Utc>) -> Result<Option<ApiKey>, StoreError>;
+
+    /// Records that the key was used at `at` (only ever moves forward).
+    async fn touch(&self, key_id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
+}
+
 /// What `OrderRepository::create` found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {

@@ -15,6 +15,7 @@ async fn fresh() -> Adapters {
         inventory: Arc::new(store.clone()),
         payments: Arc::new(store.payments()),
         shipping: Arc::new(store.shipping()),
+        keys: Arc::new(store.clone()),
         guard: Box::new(dir),
     }
 }

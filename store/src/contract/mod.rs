@@ -10,6 +10,7 @@
 pub mod fake_stripe;
 pub mod gateways;
 pub mod inventory;
+pub mod keys;
 pub mod moto;
 pub mod orders;
 
@@ -27,6 +28,7 @@ pub struct Adapters {
     pub inventory: Arc<dyn InventoryRepository>,
     pub payments: Arc<dyn PaymentGateway>,
     pub shipping: Arc<dyn ShippingGateway>,
+    pub keys: Arc<dyn KeyRepository>,
     pub guard: Box<dyn Any + Send + Sync>,
 }
 
@@ -185,6 +187,12 @@ macro_rules! contract_suite {
             refund_by_charge_id_refunds_that_charge,
             refund_by_a_charge_id_not_the_orders_is_refused,
             listing_pages_cover_every_charge_and_refund_once
+        );
+        $crate::contract_suite!(@each $fresh, keys, keys:
+            a_key_is_found_by_its_hash_with_its_principal_and_role,
+            a_principal_keeps_its_role_and_holds_several_keys,
+            revocation_is_kept_and_idempotent,
+            last_use_only_moves_forward
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
             one_shipment_per_order,

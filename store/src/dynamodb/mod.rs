@@ -28,6 +28,7 @@
 mod codec;
 mod error;
 mod inventory;
+mod keys;
 mod ledger;
 mod orders;
 pub mod table;

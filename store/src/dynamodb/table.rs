@@ -50,6 +50,12 @@ pub(crate) mod prefix {
     pub const ORDER: &str = "ORDER#";
     pub const STOCK: &str = "STOCK#";
     pub const RESERVATION: &str = "RESERVATION#";
+    /// A principal (client or operator) by name, with its role.
+    pub const PRINCIPAL: &str = "PRINCIPAL#";
+    /// An API key by its id (its hash, principal, role, times).
+    pub const API_KEY: &str = "APIKEY#";
+    /// An API key by its hash: a pointer to its id, for authentication's one lookup.
+    pub const API_KEY_HASH: &str = "APIKEYHASH#";
     /// The sandbox gateways' ledger: it stands in for the provider's and the carrier's own
     /// records, hence the prefix (as the `sandbox_` tables in SQLite).
     pub const CHARGE: &str = "SANDBOX#CHARGE#";

@@ -11,6 +11,7 @@
 
 mod codec;
 mod inventory;
+mod keys;
 mod ledger;
 mod orders;
 mod schema;

@@ -118,6 +118,23 @@ ALTER TABLE orders ADD COLUMN refund_id TEXT;
 ALTER TABLE orders ADD COLUMN refund_amount_cents INTEGER CHECK (refund_amount_cents >= 0);
 ALTER TABLE orders ADD COLUMN refunded_at TEXT;
 "#,
+    // 8: principals (a client or an operator, by a unique name; the role is for life) and their
+    // API keys, stored as hashes only.
+    r#"
+CREATE TABLE principals (
+    name       TEXT PRIMARY KEY,
+    role       TEXT NOT NULL CHECK (role IN ('client', 'operator')),
+    created_at TEXT NOT NULL
+) STRICT;
+CREATE TABLE api_keys (
+    key_id       TEXT PRIMARY KEY,
+    principal    TEXT NOT NULL REFERENCES principals (name),
+    key_hash     TEXT NOT NULL UNIQUE,
+    created_at   TEXT NOT NULL,
+    last_used_at TEXT,
+    revoked_at   TEXT
+) STRICT;
+"#,
 ];
 
 /// The schema version this build writes.
