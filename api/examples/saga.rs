@@ -103,7 +103,7 @@ async fn main() -> Result<()> {
         ),
     ];
     for (name, request, decision) in plan {
-        let placed = intake.place(request.clone()).await?;
+        let placed = intake.place(request.clone(), "example-shop").await?;
         let Placed::Accepted(placed) = placed else {
             anyhow::bail!("{name}: {placed:?}")
         };
@@ -146,7 +146,7 @@ async fn main() -> Result<()> {
             None => println!(),
         }
         if name == id("small") {
-            let again = intake.place(request.clone()).await?;
+            let again = intake.place(request.clone(), "example-shop").await?;
             println!(
                 "  the same order again: {}",
                 if matches!(again, Placed::Replayed(_)) {
@@ -157,7 +157,7 @@ async fn main() -> Result<()> {
             );
             let mut other = request;
             other.items[0].quantity = 5;
-            let conflict = intake.place(other).await?;
+            let conflict = intake.place(other, "example-shop").await?;
             println!(
                 "  the same id with another body: {}",
                 if matches!(conflict, Placed::Conflict(_)) {

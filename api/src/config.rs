@@ -86,6 +86,105 @@ pub enum Command {
     /// without violations, 1 with some, 2 when the settings are wrong, 3 when the audit could
     /// not finish (a backend it cannot reach).
     Audit(AuditArgs),
+
+    /// Create, list and revoke API keys, beside a running service.
+    ///
+    /// A principal is a client (a system that places orders: it sees its own orders only) or
+    /// an operator (a person: approvals, stock, every order), by a unique name, and holds one
+    /// or more keys, so a key can be rotated without downtime: create a second, move the
+    /// callers over, revoke the first. A key is shown once, when created (on stdout); only
+    /// its hash is stored. A revoked key is refused by every replica within seconds.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Issue a new key for a principal (created with its role when new; a principal keeps its
+    /// role). Prints the key alone on stdout.
+    Create(KeysCreateArgs),
+    /// List every key: id, principal, role, created, last used, revoked.
+    List(KeysStoreArgs),
+    /// Revoke a key by its id (the part after `fk_` and before the next `_`); idempotent.
+    Revoke(KeysRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysCreateArgs {
+    /// The principal: 1–64 characters of A-Z a-z 0-9 . _ @ -
+    #[arg(long)]
+    pub name: String,
+    /// What the principal may do.
+    #[arg(long, value_enum)]
+    pub role: RoleArg,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysStoreArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct KeysRevokeArgs {
+    /// The key's id, as `keys list` shows it.
+    pub key_id: String,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    Client,
+    Operator,
+}
+
+impl From<RoleArg> for store::Role {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Client => store::Role::Client,
+            RoleArg::Operator => store::Role::Operator,
+        }
+    }
+}
+
+/// What `keys` does.
+#[derive(Debug, Clone)]
+pub enum KeysAction {
+    Create { name: String, role: store::Role },
+    List,
+    Revoke { key_id: String },
+}
+
+/// Everything `keys` runs with.
+#[derive(Debug, Clone)]
+pub struct KeysSettings {
+    pub action: KeysAction,
+    pub backend: BackendSettings,
+    pub log_format: LogFormat,
+}
+
+impl From<KeysCommand> for KeysSettings {
+    fn from(c: KeysCommand) -> Self {
+        let (action, backend) = match c {
+            KeysCommand::Create(a) => (
+                KeysAction::Create {
+                    name: a.name,
+                    role: a.role.into(),
+                },
+                a.backend,
+            ),
+            KeysCommand::List(a) => (KeysAction::List, a.backend),
+            KeysCommand::Revoke(a) => (KeysAction::Revoke { key_id: a.key_id }, a.backend),
+        };
+        KeysSettings {
+            action,
+            log_format: backend.log_format,
+            backend: backend.into(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod config;
 pub mod http;
+pub mod keys;
 pub mod orders;
 mod panic;
 pub mod saga;

@@ -4,7 +4,10 @@
 //! `fulfillment audit` checks a store for invariant violations.
 //! Everything is composed in [`api::startup`]; `--help` documents every setting.
 
-use api::config::{AuditSettings, Cli, Command, EngineSettings, ProvisionSettings, Settings};
+use api::config::{
+    AuditSettings, Cli, Command, EngineSettings, KeysCommand, KeysSettings, ProvisionSettings,
+    Settings,
+};
 use api::telemetry::LogTo;
 use clap::Parser;
 use std::process::ExitCode;
@@ -21,6 +24,10 @@ fn main() -> ExitCode {
         // audit's violations and summary).
         Command::Provision(a) => (a.log_format, LogTo::Stderr),
         Command::Audit(a) => (a.backend.log_format, LogTo::Stderr),
+        // A new key goes to stdout, alone.
+        Command::Keys(KeysCommand::Create(a)) => (a.backend.log_format, LogTo::Stderr),
+        Command::Keys(KeysCommand::List(a)) => (a.backend.log_format, LogTo::Stderr),
+        Command::Keys(KeysCommand::Revoke(a)) => (a.backend.log_format, LogTo::Stderr),
     };
     let _logs = api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -44,6 +51,9 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         Command::Provision(args) => runtime
             .block_on(api::startup::run_provision(ProvisionSettings::from(args)))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Keys(command) => runtime
+            .block_on(api::startup::run_keys(KeysSettings::from(command)))
             .map(|()| ExitCode::SUCCESS),
         Command::Audit(args) => runtime
             .block_on(api::startup::run_audit(AuditSettings::from(args)))

@@ -58,8 +58,11 @@ pub enum Placed {
     /// The same order was placed before; nothing new happened (its execution was started if a
     /// crash had left it unstarted).
     Replayed(Order),
-    /// An order with this id but another body exists; nothing changed.
+    /// The caller placed an order with this id but another body; nothing changed.
     Conflict(Order),
+    /// Another principal's order has this id (ids are global: they name executions); nothing
+    /// changed, and nothing of that order may be told.
+    IdTaken,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +110,7 @@ pub fn body_hash(request: &OrderRequest) -> String {
 }
 
 impl OrderIntake {
-    pub fn new_order(&self, request: OrderRequest) -> Result<NewOrder, IntakeError> {
+    pub fn new_order(&self, request: OrderRequest, owner: &str) -> Result<NewOrder, IntakeError> {
         let amount_cents = total_cents(&request.items).ok_or(IntakeError::AmountOverflow)?;
         let body_hash = body_hash(&request);
         Ok(NewOrder {
@@ -120,6 +123,7 @@ impl OrderIntake {
             amount_cents,
             requires_approval: amount_cents >= self.settings.approval_threshold_cents,
             body_hash,
+            owner: Some(owner.to_owned()),
             created_at: Utc::now(),
         })
     }
@@ -140,8 +144,8 @@ impl OrderIntake {
     /// it when there is no queue or the queue is full. A repeat of an order still running
     /// starts its execution again, which is idempotent: that is what repairs an order a crash
     /// left stored but unstarted.
-    pub async fn place(&self, request: OrderRequest) -> Result<Placed, IntakeError> {
-        let new = self.new_order(request)?;
+    pub async fn place(&self, request: OrderRequest, owner: &str) -> Result<Placed, IntakeError> {
+        let new = self.new_order(request, owner)?;
         let hash = new.body_hash.clone();
         let arn = self.workflow.execution_arn(new.order_id.as_str());
         match self.orders.create_with_execution(new, &arn).await? {
@@ -159,6 +163,9 @@ impl OrderIntake {
                 } else {
                     Ok(Placed::Accepted(self.start(order).await?))
                 }
+            }
+            Created::Existing(order) if order.new.owner.as_deref() != Some(owner) => {
+                Ok(Placed::IdTaken)
             }
             Created::Existing(order) if order.new.body_hash != hash => Ok(Placed::Conflict(order)),
             Created::Existing(order) if !order.status.is_terminal() => {

@@ -441,7 +441,7 @@ async fn operator_endpoints_refuse_everything_but_the_operator_token() {
             r.problem(401, "unauthorized");
             assert_eq!(
                 r.header("www-authenticate"),
-                Some("Bearer realm=\"fulfillment-operator\""),
+                Some("Bearer realm=\"fulfillment\""),
                 "{what}"
             );
             assert!(!r.text().contains(TOKEN), "{what}");
@@ -492,7 +492,7 @@ async fn an_unauthenticated_caller_learns_nothing_from_the_answer() {
         ),
     ] {
         let r = app
-            .send(
+            .send_anonymous(
                 Request::post(path)
                     .header(header::CONTENT_TYPE, content_type)
                     .body(Body::from(body))
@@ -501,7 +501,7 @@ async fn an_unauthenticated_caller_learns_nothing_from_the_answer() {
             .await;
         let problem = r.problem(401, "unauthorized");
         assert_eq!(
-            problem["detail"], "this endpoint needs `Authorization: Bearer <operator token>`",
+            problem["detail"], "this endpoint needs `Authorization: Bearer <API key>`",
             "{path} {body}"
         );
     }

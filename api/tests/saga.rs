@@ -366,7 +366,7 @@ async fn a_repeated_order_replays_and_a_different_one_conflicts() {
     saga.stock("book", 5).await;
     let first = saga
         .intake
-        .place(small("o-dup", "book", "pm_card_visa"))
+        .place(small("o-dup", "book", "pm_card_visa"), "shop")
         .await
         .unwrap();
     let Placed::Accepted(first) = first else {
@@ -374,7 +374,7 @@ async fn a_repeated_order_replays_and_a_different_one_conflicts() {
     };
     let again = saga
         .intake
-        .place(small("o-dup", "book", "pm_card_visa"))
+        .place(small("o-dup", "book", "pm_card_visa"), "shop")
         .await
         .unwrap();
     let Placed::Replayed(again) = again else {
@@ -383,10 +383,17 @@ async fn a_repeated_order_replays_and_a_different_one_conflicts() {
     assert_eq!(first.execution_arn, again.execution_arn);
     let other = saga
         .intake
-        .place(small("o-dup", "book", "pm_card_chargeDeclined"))
+        .place(small("o-dup", "book", "pm_card_chargeDeclined"), "shop")
         .await
         .unwrap();
     assert!(matches!(other, Placed::Conflict(_)), "{other:?}");
+    // The same body from another principal: its id is taken, and nothing is told of it.
+    let taken = saga
+        .intake
+        .place(small("o-dup", "book", "pm_card_visa"), "another-shop")
+        .await
+        .unwrap();
+    assert_eq!(taken, Placed::IdTaken);
     saga.finished(&first).await;
     assert_eq!(saga.charges("o-dup").await, 1);
     assert_eq!(saga.level("book").await, (4, 0, 1));
@@ -399,7 +406,7 @@ async fn an_order_stored_but_never_started_is_started_by_its_retry() {
     // A crash between "order stored" and "execution started".
     let stored = saga
         .intake
-        .new_order(small("o-repair", "book", "pm_card_visa"))
+        .new_order(small("o-repair", "book", "pm_card_visa"), "shop")
         .unwrap();
     assert!(matches!(
         saga.ports.orders.create(stored).await.unwrap(),
@@ -407,7 +414,7 @@ async fn an_order_stored_but_never_started_is_started_by_its_retry() {
     ));
     let placed = saga
         .intake
-        .place(small("o-repair", "book", "pm_card_visa"))
+        .place(small("o-repair", "book", "pm_card_visa"), "shop")
         .await
         .unwrap();
     let Placed::Replayed(order) = placed else {

@@ -248,8 +248,10 @@ impl Service {
         let ids: Arc<Vec<String>> = Arc::new(ids.to_vec());
         let found = Arc::new(Mutex::new(vec![View::default(); ids.len()]));
         let make: MakeRequest = {
-            let ids = ids.clone();
-            Arc::new(move |i| Spec::get(format!("/orders/{}/status", ids[i as usize])))
+            let (ids, token) = (ids.clone(), self.token.clone());
+            Arc::new(move |i| {
+                Spec::get(format!("/orders/{}/status", ids[i as usize])).operator(&token)
+            })
         };
         let sink = found.clone();
         let outcome = closed::run(
@@ -391,9 +393,11 @@ pub fn order_ids(run: &str, scenario: &str, n: u64) -> Vec<String> {
     (0..n).map(|i| order_id(run, scenario, i)).collect()
 }
 
-/// `POST /orders` of order `i` of the scenario.
+/// `POST /orders` of order `i` of the scenario, with the operator's key (which may place
+/// orders: one key for the whole load, as one storefront backend would have).
 pub fn place_orders(run: &str, scenario: &str, unit_price_cents: u64) -> MakeRequest {
     let (run, scenario) = (run.to_owned(), scenario.to_owned());
+    let token: Arc<str> = Arc::from(TOKEN);
     Arc::new(move |i| {
         let id = order_id(&run, &scenario, i);
         Spec::json(
@@ -401,6 +405,7 @@ pub fn place_orders(run: &str, scenario: &str, unit_price_cents: u64) -> MakeReq
             "/orders",
             order_body(&id, i, unit_price_cents),
         )
+        .operator(&token)
     })
 }
 

@@ -171,6 +171,10 @@ pub struct NewOrder {
     pub requires_approval: bool,
     /// Hash of the canonical request body: the same order id with another body is a conflict.
     pub body_hash: String,
+    /// The principal whose key placed the order: only it (and operators) may read or act on
+    /// it. `None` for orders placed before principals existed (operators only).
+    #[serde(default)]
+    pub owner: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 

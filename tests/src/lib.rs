@@ -80,6 +80,37 @@ pub fn serve_command(db: &Db) -> Command {
     cmd
 }
 
+/// A new API key for `name` (`role`: `client` or `operator`) in `db`'s store, made with
+/// `fulfillment keys create` as an operator would (beside a running service or before it).
+pub fn keys_create(db: &Db, name: &str, role: &str) -> String {
+    let output = command_on_store(db, &["keys", "create", "--name", name, "--role", role])
+        .output()
+        .expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "keys create: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let key = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(key.starts_with("fk_"), "a key on stdout: {key}");
+    key
+}
+
+/// `fulfillment <words…> --db <db>`, as [`command_on`] has it.
+pub fn command_on_store(db: &Db, words: &[&str]) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.args(words)
+        .arg("--db")
+        .arg(db.path())
+        .current_dir(db.dir());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("FULFILLMENT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 /// A `fulfillment audit` command of `db` (the embedded backend), with no `FULFILLMENT_*`
 /// variable inherited from the test's environment.
 pub fn audit_command(db: &Db) -> Command {
@@ -302,7 +333,14 @@ impl Server {
         self
     }
 
+    /// A request with the operator token (operators may do everything: place orders, read
+    /// every order); the ownership tests use clients' keys of their own ([`keys_create`]).
     pub async fn request(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
+        self.send(method, path, body, Some(TOKEN)).await
+    }
+
+    /// A request with no credential.
+    pub async fn anonymous(&self, method: Method, path: &str, body: Option<&Value>) -> Reply {
         self.send(method, path, body, None).await
     }
 

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tests::{Audit, DEADLINE, Db, Server, audit_command, client, order};
+use tests::{Audit, DEADLINE, Db, Server, TOKEN, audit_command, client, order};
 
 /// Runs the saga's paths to their ends: a small order, a large one approved, a declined card
 /// and a large one rejected (charged, then refunded); and one more large order left waiting
@@ -141,6 +141,7 @@ async fn an_audit_beside_a_busy_service_reports_nothing_the_saga_does_on_its_way
                     let body = order(&format!("busy-{c}-{n}"), "busy-book", 1, 500, card);
                     let r = http
                         .post(format!("{base}/orders"))
+                        .bearer_auth(TOKEN)
                         .json(&body)
                         .send()
                         .await

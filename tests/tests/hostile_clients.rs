@@ -22,7 +22,10 @@ fn start(db: &Db) -> Server {
 /// A well-behaved `GET`, on its own connection.
 fn get(server: &Server, path: &str) -> RawResponse {
     let mut conn = Raw::connect(server.addr);
-    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Connection: close\r\n\r\n"
+    );
     assert!(
         conn.send(request.as_bytes()).is_none(),
         "GET {path} refused"
@@ -37,7 +40,7 @@ fn get(server: &Server, path: &str) -> RawResponse {
 fn post_head(length: usize) -> String {
     format!(
         "POST /orders HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n\
-         Content-Length: {length}\r\n\r\n"
+         Authorization: Bearer {TOKEN}\r\nContent-Length: {length}\r\n\r\n"
     )
 }
 

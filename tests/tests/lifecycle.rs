@@ -54,7 +54,12 @@ async fn sigterm_under_load_answers_or_refuses_cleanly_and_strands_no_task() {
                     let (payment, postal) = MIXED[n % MIXED.len()];
                     let mut body = order(&id, "book", 1, 1_000, payment);
                     body["shippingAddress"]["postalCode"] = postal.into();
-                    let result = http.post(format!("{base}/orders")).json(&body).send().await;
+                    let result = http
+                        .post(format!("{base}/orders"))
+                        .bearer_auth(TOKEN)
+                        .json(&body)
+                        .send()
+                        .await;
                     match result {
                         Ok(response) => {
                             let status = response.status();
@@ -229,15 +234,26 @@ async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
     assert_eq!(clean.code, Some(0), "{clean:?}");
 }
 
+/// The key shown in the banner line `  <role> key (<name>): fk_…`.
+fn banner_key(banner: &str, role: &str) -> String {
+    banner
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim_start().strip_prefix(&format!("{role} key ("))?;
+            Some(rest.split_once(": ")?.1.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no {role} key in the banner: {banner}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_generated_operator_token_is_shown_once_works_and_survives_restarts() {
+async fn a_first_start_creates_an_operator_and_a_client_key_shown_once_that_survive_restarts() {
     let db = Db::new();
     let mut cmd = serve_command(&db);
     cmd.args(["--log-format", "json"]).env("RUST_LOG", "debug");
     let server = Server::spawn(cmd);
 
-    // The banner: where the service is, its docs, and how to authenticate.
-    let banner = server.stderr.wait_for("curl ");
+    // The banner: where the service is, its docs, and the two keys with a command each.
+    let banner = server.stderr.wait_for("Keys: ");
     assert!(
         banner.contains(&format!("serving on {}", server.base)),
         "{banner}"
@@ -250,29 +266,41 @@ async fn a_generated_operator_token_is_shown_once_works_and_survives_restarts() 
         banner.contains(&format!("{}/openapi.json", server.base)),
         "{banner}"
     );
-    let kept = db.dir().join("fulfillment.operator-token");
-    let token = std::fs::read_to_string(&kept)
-        .expect("the generated token is kept beside the database")
-        .trim()
-        .to_owned();
-    assert!(token.len() >= 32, "a long token: {token}");
-    assert_eq!(banner.matches(&token).count(), 1, "shown once: {banner}");
-    let curls: Vec<&str> = banner.lines().filter(|l| l.contains("curl ")).collect();
-    assert_eq!(
-        curls,
-        [format!(
-            "  curl -H \"Authorization: Bearer $(cat {})\" {}/approvals",
-            kept.display(),
+    let operator = banner_key(&banner, "operator");
+    let client = banner_key(&banner, "client");
+    for key in [&operator, &client] {
+        assert!(
+            key.starts_with("fk_") && key.len() >= 60,
+            "a long key: {key}"
+        );
+        assert_eq!(
+            banner.matches(key.as_str()).count(),
+            2,
+            "shown once, and in its curl line"
+        );
+    }
+    assert!(
+        banner.contains(&format!(
+            "curl -H \"Authorization: Bearer {operator}\" {}/approvals",
             server.base
-        )],
+        )),
         "{banner}"
     );
 
-    // It works, and nothing else does.
+    // Each works for its role, and nothing else does.
     let ok = server
-        .send(Method::GET, "/approvals", None, Some(&token))
+        .send(Method::GET, "/approvals", None, Some(&operator))
         .await;
     assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
+    let forbidden = server
+        .send(Method::GET, "/approvals", None, Some(&client))
+        .await;
+    assert_eq!(
+        forbidden.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        forbidden.text
+    );
     let wrong = server
         .send(Method::GET, "/approvals", None, Some("not-the-token"))
         .await;
@@ -282,18 +310,32 @@ async fn a_generated_operator_token_is_shown_once_works_and_survives_restarts() 
             Method::PUT,
             "/inventory/book",
             Some(&serde_json::json!({ "available": 3 })),
-            Some(&token),
+            Some(&operator),
         )
         .await;
     assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
+    let listed = server
+        .send(Method::GET, "/inventory", None, Some(&client))
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
 
-    // It is shown nowhere else: not in the logs, not in the metrics.
+    // They are shown nowhere else: not in the logs, not in the metrics, not in the store.
     let metrics = server.metrics().await;
-    assert!(!metrics.contains(&token));
     let server = server.stop();
     let stdout = server.stdout.text();
-    assert!(!stdout.contains(&token), "the token leaked into the logs");
-    assert_eq!(server.stderr.text().matches(&token).count(), 1);
+    for key in [&operator, &client] {
+        assert!(!metrics.contains(key.as_str()));
+        assert!(!stdout.contains(key.as_str()), "a key leaked into the logs");
+        assert_eq!(server.stderr.text().matches(key.as_str()).count(), 2);
+        let stored = std::fs::read(db.path()).unwrap();
+        let wal = std::fs::read(db.dir().join("fulfillment.db-wal")).unwrap_or_default();
+        let needle = key.as_bytes();
+        assert!(
+            !stored.windows(needle.len()).any(|w| w == needle)
+                && !wal.windows(needle.len()).any(|w| w == needle),
+            "only the key's hash is stored"
+        );
+    }
     // JSON logs are one object per line (besides the address announcement).
     for line in stdout.lines().filter(|l| !l.starts_with("listening on ")) {
         let parsed: serde_json::Value = serde_json::from_str(line)
@@ -301,20 +343,16 @@ async fn a_generated_operator_token_is_shown_once_works_and_survives_restarts() 
         assert!(parsed["level"].is_string(), "{line}");
     }
 
-    // A restart keeps it (scripts keep working) and does not show it again.
+    // A restart keeps them (scripts keep working) and shows none again.
     let again = Server::spawn(serve_command(&db));
-    let banner = again.stderr.wait_for("curl ");
-    assert!(!banner.contains(&token), "{banner}");
-    assert!(
-        banner.contains(&format!("kept in {}", kept.display())),
-        "{banner}"
-    );
+    let banner = again.stderr.wait_for("Keys: ");
+    assert!(!banner.contains("fk_"), "{banner}");
     let ok = again
-        .send(Method::GET, "/approvals", None, Some(&token))
+        .send(Method::GET, "/approvals", None, Some(&operator))
         .await;
     assert_eq!(ok.status, StatusCode::OK, "{}", ok.text);
     let again = again.stop();
-    assert!(!again.stderr.text().contains(&token));
+    assert!(!again.stderr.text().contains(&operator));
 }
 
 #[test]
@@ -398,9 +436,13 @@ async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on(
         !stderr.contains("ServiceUnavailable"),
         "no internal error kind: {stderr}"
     );
-    assert!(
-        !db.dir().join("fulfillment.operator-token").exists(),
-        "the refused start kept no token it never showed"
+    let keys = tests::command_on_store(&db, &["keys", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&keys.stdout).lines().count(),
+        3,
+        "the header and the first start's two keys: the refused start made none it never showed"
     );
     let placed = server
         .place(&order("after-refusal", "book", 1, 1_000, "pm_card_visa"))

@@ -77,7 +77,7 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
         }
     }
     let r = server
-        .request(
+        .anonymous(
             Method::GET,
             &format!("/approvals?token={WRONG_TOKEN}&access_token={WRONG_TOKEN}"),
             None,

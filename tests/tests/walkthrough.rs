@@ -15,7 +15,7 @@ async fn the_readme_walk_through_works_over_http() {
 
     // Stocking is an operator action.
     let anonymous = server
-        .request(
+        .anonymous(
             Method::PUT,
             "/inventory/book",
             Some(&json!({ "available": 10 })),

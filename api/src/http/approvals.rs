@@ -133,25 +133,24 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
 ///
 /// Approving lets the saga ship; rejecting cancels it (refund, release). A decision is recorded
 /// once: the same decision again replays (`Idempotent-Replayed: true`), another is a 409. Who
-/// decided comes from `X-Operator` (default `operator`).
+/// decided is the operator whose key made the request.
 #[utoipa::path(
     post,
     path = "/orders/{orderId}/approval",
     operation_id = "decideApproval",
     tag = "operator",
-    security(("operatorToken" = [])),
+    security(("apiKey" = [])),
     params(
         ("orderId" = String, Path, description = "The order id"),
-        ("X-Operator" = Option<String>, Header, nullable = false, min_length = 1, max_length = 80, pattern = "^[!-~]([ -~]*[!-~])?$",
-            description = "Who decides: 1–80 printable ASCII characters, the first and last not a space (default `operator`); otherwise 400"),
     ),
     request_body(content = ApprovalRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "Decided (or, with `Idempotent-Replayed: true`, decided so before)", body = ApprovalResult,
             headers(("Idempotent-Replayed" = String, description = "`true` when this decision was made before"))),
-        (status = 400, description = "The body is not JSON, or `X-Operator` is invalid", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
+        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`) or its approval window ran out (`approval-expired`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
@@ -244,13 +243,14 @@ pub async fn decide_approval(
     path = "/approvals",
     operation_id = "listPendingApprovals",
     tag = "operator",
-    security(("operatorToken" = [])),
+    security(("apiKey" = [])),
     params(PendingQuery),
     responses(
         (status = 200, description = "The waiting orders", body = PendingApprovals),
         (status = 400, description = "Invalid `limit`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]

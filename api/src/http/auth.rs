@@ -1,32 +1,104 @@
-//! Operator authentication: `Authorization: Bearer <token>` compared in constant time with the
-//! configured operator token, and the operator's name from `X-Operator`. Nothing else a request
-//! carries (a query parameter, another scheme or header, anything a client holds such as its
-//! order id or execution ARN) authorises it: the order endpoints need no credential at all.
+//! Authentication: `Authorization: Bearer <API key>`, looked up by the key's hash (through a
+//! cache of a few seconds, so a revoked key is refused by every replica within
+//! [`KEY_CACHE_TTL`]) and answered as the key's principal: a client (a system that places
+//! orders) or an operator (a person). `--operator-token` is one more operator key, named
+//! [`BOOTSTRAP_OPERATOR`]. Nothing else a request carries (a query parameter, another scheme or
+//! header, an order id or execution ARN) authorises it.
 
 use super::AppState;
-use super::problem::{FieldError, Problem, ProblemKind};
-use super::validate::operator_error;
+use super::problem::{Problem, ProblemKind};
+use crate::keys::key_hash;
 use axum::extract::FromRequestParts;
 use axum::http::{header, request::Parts};
-use sha2::{Digest, Sha256};
+use chrono::Utc;
+use std::sync::Arc;
+use std::time::Duration;
+use store::{ApiKey, KeyRepository, Role, StoreError};
 use subtle::ConstantTimeEq;
 
-/// The header naming who decided (kept on the approval record).
-pub const OPERATOR_HEADER: &str = "x-operator";
-pub const DEFAULT_OPERATOR: &str = "operator";
+/// How long a key's lookup is reused: the longest a revoked key still works on a replica.
+pub const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+/// How often at most a key's last use is written.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+/// The principal `--operator-token` authenticates as.
+pub const BOOTSTRAP_OPERATOR: &str = "operator";
 
-/// An authenticated operator request; `name` is from `X-Operator` (default `operator`).
-#[derive(Debug, Clone)]
-pub struct Operator {
-    pub name: String,
+/// Who is calling: the principal of the key presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub principal: String,
+    pub role: Role,
 }
 
-/// Whether `presented` is the token. Both are hashed first, so the comparison takes the same
-/// time whatever the presented token's length and content.
-fn token_matches(presented: &[u8], token: &str) -> bool {
-    let a = Sha256::digest(presented);
-    let b = Sha256::digest(token.as_bytes());
-    !token.is_empty() && bool::from(a.ct_eq(&b))
+impl Caller {
+    pub fn is_operator(&self) -> bool {
+        self.role == Role::Operator
+    }
+}
+
+/// Checks presented keys against the store, through a short-lived cache.
+pub struct Authenticator {
+    keys: Arc<dyn KeyRepository>,
+    /// The hash of `--operator-token`, if one is configured.
+    bootstrap: Option<String>,
+    /// Key hash → the key as last read (`None`: no such key).
+    cache: moka::future::Cache<String, Option<ApiKey>>,
+    /// Keys whose last use was written lately.
+    touched: moka::future::Cache<String, ()>,
+}
+
+impl Authenticator {
+    pub fn new(keys: Arc<dyn KeyRepository>, bootstrap: Option<&str>) -> Authenticator {
+        Authenticator {
+            keys,
+            bootstrap: bootstrap.map(|t| key_hash(t.as_bytes())),
+            cache: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(KEY_CACHE_TTL)
+                .build(),
+            touched: moka::future::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(TOUCH_EVERY)
+                .build(),
+        }
+    }
+
+    /// The caller `presented` authenticates, or `None` (unknown or revoked key).
+    pub async fn authenticate(&self, presented: &[u8]) -> Result<Option<Caller>, StoreError> {
+        let hash = key_hash(presented);
+        if let Some(bootstrap) = &self.bootstrap {
+            // Hashes of equal length, compared in constant time.
+            if bool::from(hash.as_bytes().ct_eq(bootstrap.as_bytes())) {
+                return Ok(Some(Caller {
+                    principal: BOOTSTRAP_OPERATOR.to_owned(),
+                    role: Role::Operator,
+                }));
+            }
+        }
+        let keys = self.keys.clone();
+        let found = self
+            .cache
+            .try_get_with(hash.clone(), async move { keys.key_by_hash(&hash).await })
+            .await
+            .map_err(|e| (*e).clone())?;
+        let Some(key) = found.filter(|k| k.revoked_at.is_none()) else {
+            return Ok(None);
+        };
+        if !self.touched.contains_key(&key.key_id) {
+            self.touched.insert(key.key_id.clone(), ()).await;
+            let (keys, id) = (self.keys.clone(), key.key_id.clone());
+            // Off the request's path: a lost last-use time is no loss.
+            tokio::spawn(async move {
+                if let Err(e) = keys.touch(&id, Utc::now()).await {
+                    tracing::debug!(error = %e, key_id = %id, "last use not recorded");
+                }
+            });
+        }
+        Ok(Some(Caller {
+            principal: key.principal,
+            role: key.role,
+        }))
+    }
 }
 
 /// The bearer credential of the request's one `Authorization` header. Two of them are no
@@ -41,52 +113,87 @@ fn bearer(parts: &Parts) -> Option<&[u8]> {
     scheme
         .eq_ignore_ascii_case(b"bearer ")
         .then(|| rest.trim_ascii())
+        .filter(|k| !k.is_empty())
+}
+
+fn unauthorized() -> Problem {
+    Problem::new(
+        ProblemKind::Unauthorized,
+        "this endpoint needs `Authorization: Bearer <API key>`",
+    )
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
+        let Some(presented) = bearer(parts) else {
+            return Err(unauthorized());
+        };
+        match state.auth.authenticate(presented).await {
+            Ok(Some(caller)) => Ok(caller),
+            Ok(None) => Err(unauthorized()),
+            Err(e) => Err(Problem::backend(&e, e.is_transient())),
+        }
+    }
+}
+
+/// An authenticated operator; `name` is its principal's name.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    pub name: String,
 }
 
 impl FromRequestParts<AppState> for Operator {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Problem> {
-        let authorized = match bearer(parts) {
-            Some(presented) => token_matches(presented, state.operator_token.expose()),
-            None => false,
-        };
-        if !authorized {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        if !caller.is_operator() {
             return Err(Problem::new(
-                ProblemKind::Unauthorized,
-                "this endpoint needs `Authorization: Bearer <operator token>`",
+                ProblemKind::Forbidden,
+                "this endpoint is for operators; a client key cannot use it",
             ));
         }
-        let name = match parts.headers.get(OPERATOR_HEADER) {
-            None => DEFAULT_OPERATOR.to_owned(),
-            Some(v) => {
-                let name = v.to_str().map_err(|_| "must be printable ASCII");
-                match name.and_then(|s| operator_error(s).map_or(Ok(s), Err)) {
-                    Ok(name) => name.to_owned(),
-                    Err(message) => {
-                        let mut p = Problem::new(
-                            ProblemKind::InvalidRequest,
-                            "the X-Operator header is not valid",
-                        );
-                        p.errors = Some(vec![FieldError::new("X-Operator", message)]);
-                        return Err(p);
-                    }
-                }
-            }
-        };
-        Ok(Operator { name })
+        Ok(Operator {
+            name: caller.principal,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::token_matches;
+    use super::*;
+    use store::SqliteStore;
 
-    #[test]
-    fn only_the_exact_token_matches() {
-        assert!(token_matches(b"s3cret", "s3cret"));
-        assert!(!token_matches(b"s3cre", "s3cret"));
-        assert!(!token_matches(b"s3cret ", "s3cret"));
-        assert!(!token_matches(b"", ""));
+    #[tokio::test]
+    async fn keys_authenticate_as_their_principal_until_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path().join("s.db")).unwrap());
+        let auth = Authenticator::new(store.clone(), Some("bootstrap-token-0123456789"));
+        let (text, key) = crate::keys::create(store.as_ref(), "shop", Role::Client)
+            .await
+            .unwrap();
+        let caller = auth.authenticate(text.expose().as_bytes()).await.unwrap();
+        assert_eq!(
+            caller,
+            Some(Caller {
+                principal: "shop".to_owned(),
+                role: Role::Client
+            })
+        );
+        let boot = auth
+            .authenticate(b"bootstrap-token-0123456789")
+            .await
+            .unwrap();
+        assert_eq!(boot.map(|c| c.role), Some(Role::Operator));
+        assert_eq!(auth.authenticate(b"fk_0_guess").await.unwrap(), None);
+        store.revoke(&key.key_id, Utc::now()).await.unwrap();
+        // A fresh authenticator (another replica, or this one after the cache's TTL).
+        let other = Authenticator::new(store.clone(), None);
+        assert_eq!(
+            other.authenticate(text.expose().as_bytes()).await.unwrap(),
+            None
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! `GET /inventory/{sku}` reads one SKU and `GET /inventory` lists them all, a page at a time.
 
 use super::AppState;
-use super::auth::Operator;
+use super::auth::{Caller, Operator};
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate::{self, sku_error};
@@ -85,15 +85,16 @@ impl From<StockLevel> for Stock {
     path = "/inventory/{sku}",
     operation_id = "setStock",
     tag = "operator",
-    security(("operatorToken" = [])),
+    security(("apiKey" = [])),
     params(("sku" = String, Path, min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.-]+$",
         description = "1–64 characters of `[A-Za-z0-9_.-]`; another SKU is a 422")),
     request_body(content = StockCount, content_type = "application/json"),
     responses(
         (status = 200, description = "The SKU's stock now", body = Stock),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No or a wrong operator token", body = Problem, content_type = "application/problem+json",
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
@@ -133,10 +134,13 @@ pub async fn put_stock(
     path = "/inventory/{sku}",
     operation_id = "getStock",
     tag = "inventory",
+    security(("apiKey" = [])),
     params(("sku" = String, Path, min_length = 1, max_length = 64, pattern = "^[A-Za-z0-9_.-]+$",
         description = "The SKU: 1–64 characters of `[A-Za-z0-9_.-]` (another was never stocked: 404)")),
     responses(
         (status = 200, description = "The SKU's stock", body = Stock),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 404, description = "The SKU was never stocked (`sku-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -144,6 +148,7 @@ pub async fn put_stock(
 #[tracing::instrument(name = "get_stock", skip_all, fields(sku = %sku))]
 pub async fn get_stock(
     State(state): State<AppState>,
+    _caller: Caller,
     PathParam(sku): PathParam,
 ) -> Result<Json<Stock>, Problem> {
     let not_found = || Problem::new(ProblemKind::SkuNotFound, format!("no stock of {sku:?}"));
@@ -171,9 +176,12 @@ fn cursor_after(cursor: &str) -> Option<String> {
     path = "/inventory",
     operation_id = "listStock",
     tag = "inventory",
+    security(("apiKey" = [])),
     params(StockQuery),
     responses(
         (status = 200, description = "A page of SKUs", body = StockPage),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 400, description = "Invalid `limit`, or a `cursor` this service did not give (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -181,6 +189,7 @@ fn cursor_after(cursor: &str) -> Option<String> {
 #[tracing::instrument(name = "list_stock", skip_all)]
 pub async fn list_stock(
     State(state): State<AppState>,
+    _caller: Caller,
     QueryParams(query): QueryParams<StockQuery>,
 ) -> Result<Json<StockPage>, Problem> {
     let mut errors = Vec::new();

@@ -87,7 +87,8 @@ pub struct AppState {
     pub inventory: Arc<dyn InventoryRepository>,
     pub workflow: Arc<dyn WorkflowPort>,
     pub intake: Arc<OrderIntake>,
-    pub operator_token: OperatorToken,
+    /// Checks the API keys requests present.
+    pub auth: Arc<auth::Authenticator>,
     pub limits: HttpLimits,
     /// Read by the status endpoint (the order's charge).
     pub payments: Arc<dyn PaymentGateway>,

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-/// The name of the operators' bearer-token security scheme.
-pub const OPERATOR_SCHEME: &str = "operatorToken";
+/// The name of the API keys' bearer security scheme (clients' and operators' keys alike).
+pub const API_KEY_SCHEME: &str = "apiKey";
 
 struct Security;
 
@@ -19,12 +19,14 @@ impl Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
-            OPERATOR_SCHEME,
+            API_KEY_SCHEME,
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
-                        "The operator token (`Authorization: Bearer <token>`) configured at start-up",
+                        "An API key (`Authorization: Bearer fk_…`) from `fulfillment keys create`: \
+                         a client's (its own orders) or an operator's (everything); \
+                         `--operator-token` is an operator key too",
                     ))
                     .build(),
             ),
@@ -126,6 +128,6 @@ mod tests {
     fn the_document_is_openapi_3_1() {
         let json = serde_json::to_value(super::document()).unwrap();
         assert!(json["openapi"].as_str().unwrap().starts_with("3.1"));
-        assert!(json["components"]["securitySchemes"]["operatorToken"].is_object());
+        assert!(json["components"]["securitySchemes"]["apiKey"].is_object());
     }
 }

@@ -3,6 +3,7 @@
 //! [`OrderIntake`](crate::orders::OrderIntake)), reading it back, and watching its saga.
 
 use super::AppState;
+use super::auth::Caller;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
@@ -215,6 +216,7 @@ pub struct ApprovalView {
     /// `approve` or `reject`, once decided.
     #[schema(example = "approve")]
     pub decision: Option<String>,
+    /// The operator who decided; shown to operators only (null for the order's client).
     pub decided_by: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
     pub reason: Option<String>,
@@ -378,12 +380,31 @@ fn status_url(id: &OrderId) -> String {
 
 /// The order with id `raw`, or 404 (an id that cannot exist is unknown too).
 pub(super) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
-    let not_found = || Problem::new(ProblemKind::OrderNotFound, format!("no order {raw:?}"));
-    let id = OrderId::parse(raw).map_err(|_| not_found())?;
+    let id = OrderId::parse(raw).map_err(|_| order_not_found(raw))?;
     match state.orders.get(&id).await {
         Ok(Some(order)) => Ok(order),
-        Ok(None) => Err(not_found()),
+        Ok(None) => Err(order_not_found(raw)),
         Err(e) => Err(Problem::backend(&e, e.is_transient())),
+    }
+}
+
+fn order_not_found(raw: &str) -> Problem {
+    Problem::new(ProblemKind::OrderNotFound, format!("no order {raw:?}"))
+}
+
+/// The order with id `raw` as `caller` may see it: an operator sees every order, a client only
+/// its own. Another principal's order is a 404, exactly as one that does not exist, so ids
+/// cannot be probed.
+pub(super) async fn find_own_order(
+    state: &AppState,
+    raw: &str,
+    caller: &Caller,
+) -> Result<Order, Problem> {
+    let order = find_order(state, raw).await?;
+    if caller.is_operator() || order.new.owner.as_deref() == Some(caller.principal.as_str()) {
+        Ok(order)
+    } else {
+        Err(order_not_found(raw))
     }
 }
 
@@ -425,6 +446,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
     path = "/orders",
     operation_id = "placeOrder",
     tag = "orders",
+    security(("apiKey" = [])),
     request_body(content = PlaceOrder, content_type = "application/json"),
     responses(
         (status = 202, description = "Accepted: the saga runs; poll the status URL", body = OrderAccepted,
@@ -432,8 +454,10 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
                 ("Location" = String, description = "The order's status URL"),
                 ("Idempotent-Replayed" = String, description = "`true` when this repeats an earlier placement"),
             )),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "An order with this id and another body exists (`order-conflict`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The caller's order with this id has another body (`order-conflict`), or the id is another principal's (`order-id-taken`); nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
@@ -442,14 +466,18 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
     )
 )]
 #[tracing::instrument(name = "place_order", skip_all, fields(order_id = Empty, execution_arn = Empty))]
-pub async fn place(State(state): State<AppState>, JsonBody(body): JsonBody) -> Response {
+pub async fn place(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> Response {
     let request = match validate::order_request(&body) {
         Ok(r) => r,
         Err(errors) => return Problem::validation(errors).into_response(),
     };
     let id = request.order_id.clone();
     Span::current().record("order_id", id.as_str());
-    match state.intake.place(request).await {
+    match state.intake.place(request, &caller.principal).await {
         Ok(Placed::Accepted(order)) => {
             state.metrics.order(OrderOutcome::Accepted);
             tracing::info!("order accepted");
@@ -467,6 +495,14 @@ pub async fn place(State(state): State<AppState>, JsonBody(body): JsonBody) -> R
             Problem::new(
                 ProblemKind::OrderConflict,
                 format!("order {id} exists with a different body; nothing was changed"),
+            )
+            .into_response()
+        }
+        Ok(Placed::IdTaken) => {
+            state.metrics.order(OrderOutcome::Conflict);
+            Problem::new(
+                ProblemKind::OrderIdTaken,
+                format!("the order id {id} is in use; choose another (nothing was changed)"),
             )
             .into_response()
         }
@@ -529,19 +565,23 @@ async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>,
     path = "/orders/{orderId}/status",
     operation_id = "getOrderStatus",
     tag = "orders",
+    security(("apiKey" = [])),
     params(("orderId" = String, Path, description = "The order id")),
     responses(
         (status = 200, description = "The order's saga", body = OrderStatusView),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[tracing::instrument(name = "order_status", skip_all, fields(order_id = %raw, execution_arn = Empty))]
 pub async fn status(
     State(state): State<AppState>,
+    caller: Caller,
     PathParam(raw): PathParam,
 ) -> Result<Json<OrderStatusView>, Problem> {
-    let order = find_order(&state, &raw).await?;
+    let order = find_own_order(&state, &raw, &caller).await?;
     let arn = order.execution_arn.as_deref();
     if let Some(arn) = arn {
         Span::current().record("execution_arn", arn);
@@ -594,7 +634,8 @@ pub async fn status(
         approval: order.approval.as_ref().map(|a| ApprovalView {
             requested_at: a.requested_at,
             decision: a.decision.map(|d| decision_name(d).to_owned()),
-            decided_by: a.decided_by.clone(),
+            // Who decided is for operators: a client sees that it was decided, not by whom.
+            decided_by: a.decided_by.clone().filter(|_| caller.is_operator()),
             decided_at: a.decided_at,
             reason: a.reason.clone(),
         }),
@@ -620,20 +661,36 @@ pub async fn status(
     path = "/orders/{orderId}",
     operation_id = "getOrder",
     tag = "orders",
+    security(("apiKey" = [])),
     params(("orderId" = String, Path, description = "The order id")),
     responses(
         (status = 200, description = "The order", body = OrderView),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[tracing::instrument(name = "get_order", skip_all, fields(order_id = %raw))]
 pub async fn get_order(
     State(state): State<AppState>,
+    caller: Caller,
     PathParam(raw): PathParam,
 ) -> Result<Json<OrderView>, Problem> {
-    let order = find_order(&state, &raw).await?;
+    let order = find_own_order(&state, &raw, &caller).await?;
     Ok(Json(OrderView::from(&order)))
+}
+
+/// A history event as the order's owner sees it: without the worker that ran a step (a host
+/// name of ours). The execution's data carries no operator identity (see the approval step).
+fn for_client(mut event: Value) -> Value {
+    if let Some(details) = event
+        .get_mut("activityStartedEventDetails")
+        .and_then(Value::as_object_mut)
+    {
+        details.remove("workerName");
+    }
+    event
 }
 
 pub(super) fn decision_name(d: store::Decision) -> &'static str {
@@ -649,17 +706,21 @@ pub(super) fn decision_name(d: store::Decision) -> &'static str {
     path = "/orders/{orderId}/history",
     operation_id = "getOrderHistory",
     tag = "orders",
+    security(("apiKey" = [])),
     params(("orderId" = String, Path, description = "The order id"), HistoryQuery),
     responses(
         (status = 200, description = "A page of events, oldest first", body = HistoryView),
+        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 400, description = "Invalid `maxResults`, or a `nextToken` that is not one this order's history gave (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[tracing::instrument(name = "order_history", skip_all, fields(order_id = %raw, execution_arn = Empty))]
 pub async fn history(
     State(state): State<AppState>,
+    caller: Caller,
     PathParam(raw): PathParam,
     QueryParams(query): QueryParams<HistoryQuery>,
 ) -> Result<Json<HistoryView>, Problem> {
@@ -680,7 +741,7 @@ pub async fn history(
         errors.push(FieldError::new("nextToken", "must be 1 to 1024 characters"));
     }
     Problem::check_query(errors)?;
-    let order = find_order(&state, &raw).await?;
+    let order = find_own_order(&state, &raw, &caller).await?;
     let Some(arn) = order.execution_arn.as_deref() else {
         return Ok(Json(HistoryView {
             events: Vec::new(),
@@ -695,7 +756,11 @@ pub async fn history(
         .await
     {
         Ok(page) => Ok(Json(HistoryView {
-            events: page.events,
+            events: if caller.is_operator() {
+                page.events
+            } else {
+                page.events.into_iter().map(for_client).collect()
+            },
             next_token: page.next_token,
         })),
         Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(Json(HistoryView {

@@ -23,6 +23,7 @@ pub enum ProblemKind {
     InvalidRequest,
     ValidationFailed,
     Unauthorized,
+    Forbidden,
     NotFound,
     OrderNotFound,
     SkuNotFound,
@@ -31,6 +32,7 @@ pub enum ProblemKind {
     UnsupportedMediaType,
     BodyTimeout,
     OrderConflict,
+    OrderIdTaken,
     ApprovalConflict,
     NotAwaitingApproval,
     ApprovalExpired,
@@ -41,11 +43,12 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 19] = [
+    pub const ALL: [ProblemKind; 21] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
         ProblemKind::Unauthorized,
+        ProblemKind::Forbidden,
         ProblemKind::NotFound,
         ProblemKind::OrderNotFound,
         ProblemKind::SkuNotFound,
@@ -54,6 +57,7 @@ impl ProblemKind {
         ProblemKind::UnsupportedMediaType,
         ProblemKind::BodyTimeout,
         ProblemKind::OrderConflict,
+        ProblemKind::OrderIdTaken,
         ProblemKind::ApprovalConflict,
         ProblemKind::NotAwaitingApproval,
         ProblemKind::ApprovalExpired,
@@ -69,6 +73,7 @@ impl ProblemKind {
             ProblemKind::InvalidRequest => "invalid-request",
             ProblemKind::ValidationFailed => "validation-failed",
             ProblemKind::Unauthorized => "unauthorized",
+            ProblemKind::Forbidden => "forbidden",
             ProblemKind::NotFound => "not-found",
             ProblemKind::OrderNotFound => "order-not-found",
             ProblemKind::SkuNotFound => "sku-not-found",
@@ -77,6 +82,7 @@ impl ProblemKind {
             ProblemKind::UnsupportedMediaType => "unsupported-media-type",
             ProblemKind::BodyTimeout => "body-timeout",
             ProblemKind::OrderConflict => "order-conflict",
+            ProblemKind::OrderIdTaken => "order-id-taken",
             ProblemKind::ApprovalConflict => "approval-conflict",
             ProblemKind::NotAwaitingApproval => "not-awaiting-approval",
             ProblemKind::ApprovalExpired => "approval-expired",
@@ -92,7 +98,8 @@ impl ProblemKind {
             ProblemKind::MalformedJson => "Malformed JSON body",
             ProblemKind::InvalidRequest => "Invalid request",
             ProblemKind::ValidationFailed => "The request is not valid",
-            ProblemKind::Unauthorized => "Operator authentication required",
+            ProblemKind::Unauthorized => "Authentication required",
+            ProblemKind::Forbidden => "An operator key is required",
             ProblemKind::NotFound => "Not found",
             ProblemKind::OrderNotFound => "Order not found",
             ProblemKind::SkuNotFound => "SKU not found",
@@ -101,6 +108,7 @@ impl ProblemKind {
             ProblemKind::UnsupportedMediaType => "Unsupported media type",
             ProblemKind::BodyTimeout => "Request body not received in time",
             ProblemKind::OrderConflict => "Order exists with a different body",
+            ProblemKind::OrderIdTaken => "Order id in use",
             ProblemKind::ApprovalConflict => "Another decision was made",
             ProblemKind::NotAwaitingApproval => "Order is not awaiting approval",
             ProblemKind::ApprovalExpired => "Approval window expired",
@@ -116,6 +124,7 @@ impl ProblemKind {
             ProblemKind::MalformedJson | ProblemKind::InvalidRequest => StatusCode::BAD_REQUEST,
             ProblemKind::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             ProblemKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ProblemKind::Forbidden => StatusCode::FORBIDDEN,
             ProblemKind::NotFound | ProblemKind::OrderNotFound | ProblemKind::SkuNotFound => {
                 StatusCode::NOT_FOUND
             }
@@ -124,6 +133,7 @@ impl ProblemKind {
             ProblemKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ProblemKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ProblemKind::OrderConflict
+            | ProblemKind::OrderIdTaken
             | ProblemKind::ApprovalConflict
             | ProblemKind::NotAwaitingApproval
             | ProblemKind::ApprovalExpired => StatusCode::CONFLICT,
@@ -143,6 +153,7 @@ impl ProblemKind {
         Some(match status {
             StatusCode::BAD_REQUEST => ProblemKind::InvalidRequest,
             StatusCode::UNAUTHORIZED => ProblemKind::Unauthorized,
+            StatusCode::FORBIDDEN => ProblemKind::Forbidden,
             StatusCode::NOT_FOUND => ProblemKind::NotFound,
             StatusCode::METHOD_NOT_ALLOWED => ProblemKind::MethodNotAllowed,
             StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
@@ -298,7 +309,7 @@ impl Problem {
         if self.challenge {
             headers.insert(
                 header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"fulfillment-operator\""),
+                HeaderValue::from_static("Bearer realm=\"fulfillment\""),
             );
         }
         response

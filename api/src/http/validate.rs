@@ -158,22 +158,6 @@ pub fn sku_error(s: &str) -> Option<&'static str> {
     (!ok).then_some("must be 1 to 64 characters of letters, digits, '_', '.' and '-'")
 }
 
-/// What `X-Operator` may be, as the OpenAPI document states it: 1–80 printable ASCII
-/// characters, the first and last not a space (HTTP drops a header value's outer whitespace).
-pub const OPERATOR_PATTERN: &str = "^[!-~]([ -~]*[!-~])?$";
-
-/// An operator's name (`X-Operator`): [`OPERATOR_PATTERN`], 1–80 characters.
-pub fn operator_error(s: &str) -> Option<&'static str> {
-    let b = s.as_bytes();
-    let ok = (1..=80).contains(&b.len())
-        && b.iter().all(|c| (b' '..=b'~').contains(c))
-        && b.first() != Some(&b' ')
-        && b.last() != Some(&b' ');
-    (!ok).then_some(
-        "must be 1 to 80 printable ASCII characters, not starting or ending with a space",
-    )
-}
-
 const ORDER_FIELDS: &[&str] = &[
     "orderId",
     "customerId",
@@ -465,11 +449,6 @@ mod tests {
         assert_eq!(stock_count(&json!({"available": 7})).unwrap(), 7);
         assert!(stock_count(&json!({"available": -1})).is_err());
         assert!(sku_error("a.b-c_1").is_none() && sku_error("a b").is_some());
-        assert!(operator_error("ops@example.com").is_none() && operator_error("").is_some());
-        assert!(operator_error("Ada L.").is_none() && operator_error(&"a".repeat(80)).is_none());
-        for bad in [" a", "a ", " ", "a\tb", "é", &"a".repeat(81)] {
-            assert!(operator_error(bad).is_some(), "{bad:?}");
-        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The real service behind the router, on temporary SQLite files: the embedded engine, the store
 //! with its sandbox gateways, the saga's workers and order intake, driven without a socket.
 
-use api::http::{AppState, HttpLimits, Metrics, OperatorToken, router};
+use api::http::auth::Authenticator;
+use api::http::{AppState, HttpLimits, Metrics, router};
 use api::orders::{OrderIntake, SagaSettings};
 use api::saga::{SagaPorts, SagaWorkers};
 use axum::Router;
@@ -16,12 +17,17 @@ use tower::ServiceExt;
 use workflow::embedded::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
 
+/// The operator token the service is started with (`--operator-token`).
 pub const TOKEN: &str = "op-token-7f3a9c1e5b";
+/// The client principal whose key the tests place and read orders with.
+pub const CLIENT: &str = "shop";
 pub const DEADLINE: Duration = Duration::from_secs(60);
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 pub struct App {
     dir: tempfile::TempDir,
+    /// The key of [`CLIENT`].
+    pub client_key: String,
     pub router: Router,
     pub state: AppState,
     _workers: SagaWorkers,
@@ -114,6 +120,9 @@ impl App {
             .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+        let (client_key, _) = api::keys::create(&store, CLIENT, store::Role::Client)
+            .await
+            .unwrap();
         let ports = SagaPorts::sqlite(&store);
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
@@ -132,7 +141,7 @@ impl App {
             inventory: ports.inventory.clone(),
             workflow,
             intake,
-            operator_token: OperatorToken::new(TOKEN),
+            auth: Arc::new(Authenticator::new(Arc::new(store.clone()), Some(TOKEN))),
             limits,
             payments: ports.payments.clone(),
             shipping: ports.shipping.clone(),
@@ -140,6 +149,7 @@ impl App {
         };
         App {
             dir,
+            client_key: client_key.expose().to_owned(),
             router: router(state.clone()),
             state,
             _workers: workers,
@@ -167,10 +177,26 @@ impl App {
         router(state)
     }
 
+    /// Sends `request` as the client [`CLIENT`] unless it carries an `Authorization` of its own.
     pub async fn send(&self, request: Request<Body>) -> Reply {
+        send(&self.router, self.as_client(request)).await
+    }
+
+    /// Sends `request` exactly as it is (no credential added).
+    pub async fn send_anonymous(&self, request: Request<Body>) -> Reply {
         send(&self.router, request).await
     }
 
+    /// `request` with the client's key, unless it carries an `Authorization` already.
+    pub fn as_client(&self, mut request: Request<Body>) -> Request<Body> {
+        if !request.headers().contains_key(header::AUTHORIZATION) {
+            let bearer = format!("Bearer {}", self.client_key).parse().unwrap();
+            request.headers_mut().insert(header::AUTHORIZATION, bearer);
+        }
+        request
+    }
+
+    /// A GET as the client [`CLIENT`].
     pub async fn get(&self, path: &str) -> Reply {
         self.send(Request::get(path).body(Body::empty()).unwrap())
             .await
@@ -186,7 +212,7 @@ impl App {
         .await
     }
 
-    /// A JSON request with `headers`.
+    /// A JSON request with exactly `headers` (no credential unless they hold one).
     pub async fn json(
         &self,
         method: Method,
@@ -201,12 +227,15 @@ impl App {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        self.send(request.body(Body::from(body.to_string())).unwrap())
+        self.send_anonymous(request.body(Body::from(body.to_string())).unwrap())
             .await
     }
 
+    /// A JSON POST as the client [`CLIENT`].
     pub async fn post(&self, path: &str, body: &Value) -> Reply {
-        self.json(Method::POST, path, body, &[]).await
+        let bearer = format!("Bearer {}", self.client_key);
+        self.json(Method::POST, path, body, &[("authorization", &bearer)])
+            .await
     }
 
     /// A JSON request as an operator.

@@ -90,9 +90,10 @@ impl Saga {
     }
 
     pub async fn place(&self, request: OrderRequest) -> Order {
-        match self.intake.place(request).await.unwrap() {
+        match self.intake.place(request, "shop").await.unwrap() {
             Placed::Accepted(o) | Placed::Replayed(o) => o,
             Placed::Conflict(o) => panic!("unexpected conflict for {}", o.id()),
+            Placed::IdTaken => panic!("the id is another principal's"),
         }
     }
 

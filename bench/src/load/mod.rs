@@ -51,7 +51,7 @@ impl Spec {
         }
     }
 
-    /// With the operator's bearer token.
+    /// With a bearer key (the operator token the bench starts the service with).
     pub fn operator(mut self, token: &Arc<str>) -> Spec {
         self.token = Some(token.clone());
         self

@@ -82,6 +82,7 @@ pub fn new_order(id: &OrderId) -> NewOrder {
         amount_cents: 3499,
         requires_approval: false,
         body_hash: "sha256:body-1".to_owned(),
+        owner: Some("shop-1".to_owned()),
         created_at: now(),
     }
 }

@@ -48,7 +48,7 @@ pub async fn create_is_conditional(repo: &dyn OrderRepository) {
     let Created::New(first) = repo.create(new.clone()).await.expect("create") else {
         panic!("first create must store the order");
     };
-    assert_eq!(first.new, new, "stored as given");
+    assert_eq!(first.new, new, "stored as given, with its owner");
     assert_eq!(first.status, OrderStatus::Accepted);
     assert_eq!(
         (first.execution_arn.as_ref(), first.failure.as_ref()),
@@ -62,10 +62,12 @@ pub async fn create_is_conditional(repo: &dyn OrderRepository) {
         Created::Existing(first.clone())
     );
 
-    // Another body under the same id changes nothing; the caller compares hashes.
+    // Another body, or another owner, under the same id changes nothing; the caller compares
+    // hashes and owners.
     let mut other = new.clone();
     other.body_hash = "sha256:body-2".to_owned();
     other.amount_cents = 1;
+    other.owner = Some("shop-2".to_owned());
     assert_eq!(
         repo.create(other).await.expect("conflict"),
         Created::Existing(first.clone())

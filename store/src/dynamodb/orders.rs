@@ -38,7 +38,7 @@ fn decision_str(d: Decision) -> &'static str {
 }
 
 fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreError> {
-    Ok(HashMap::from([
+    let mut item = HashMap::from([
         (PARTITION_KEY.to_owned(), s(order_pk(&order.order_id))),
         ("order_id".to_owned(), s(order.order_id.as_str())),
         ("customer_id".to_owned(), s(&order.customer_id)),
@@ -58,7 +58,11 @@ fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreErr
         ("created_at".to_owned(), ts(order.created_at)),
         ("status".to_owned(), s(OrderStatus::Accepted.as_str())),
         ("updated_at".to_owned(), ts(now)),
-    ]))
+    ]);
+    if let Some(owner) = &order.owner {
+        item.insert("owner".to_owned(), s(owner));
+    }
+    Ok(item)
 }
 
 fn order_from(item: &Item) -> Result<Order, StoreError> {
@@ -104,6 +108,7 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
             amount_cents: f.n("amount_cents")?,
             requires_approval: f.bool("requires_approval")?,
             body_hash: f.string("body_hash")?,
+            owner: f.opt_string("owner")?,
             created_at: f.ts("created_at")?,
         },
         status,

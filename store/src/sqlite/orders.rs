@@ -21,7 +21,7 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
-    charge_id, charged_at, refund_id, refund_amount_cents, refunded_at FROM orders";
+    charge_id, charged_at, refund_id, refund_amount_cents, refunded_at, owner FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -85,6 +85,7 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
             amount_cents: get_u64(r, 6)?,
             requires_approval: r.get(7)?,
             body_hash: text(8)?,
+            owner: r.get(26)?,
             created_at: get_ts(r, 9)?,
         },
         status,
@@ -156,8 +157,8 @@ async fn insert(
                 .prepare_cached(
                     "INSERT INTO orders (order_id, customer_id, items, currency, payment_method, \
                      shipping_address, amount_cents, requires_approval, body_hash, created_at, \
-                     status, updated_at, execution_arn) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10, ?12) \
+                     status, updated_at, execution_arn, owner) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?10, ?12, ?13) \
                      ON CONFLICT (order_id) DO NOTHING",
                 )?
                 .execute(params![
@@ -173,6 +174,7 @@ async fn insert(
                     created_at,
                     OrderStatus::Accepted.as_str(),
                     execution_arn,
+                    order.owner,
                 ])?;
             let stored = load_existing(&tx, &order.order_id)?;
             tx.commit()?;

@@ -135,6 +135,11 @@ CREATE TABLE api_keys (
     revoked_at   TEXT
 ) STRICT;
 "#,
+    // 9: the principal whose key placed the order (its owner). Orders from before have none:
+    // only operators see them.
+    r#"
+ALTER TABLE orders ADD COLUMN owner TEXT;
+"#,
 ];
 
 /// The schema version this build writes.

@@ -85,11 +85,7 @@ async fn place(service: Arc<Service>, plan: Plan, journal: Journal, later: Durat
     let mut sends = JoinSet::new();
     for _ in 0..=plan.duplicates {
         let (service, body) = (service.clone(), body.clone());
-        sends.spawn(async move {
-            service
-                .call(Method::POST, "/orders", Some(&body), false)
-                .await
-        });
+        sends.spawn(async move { service.call(Method::POST, "/orders", Some(&body)).await });
     }
     let mut accepted = false;
     while let Some(answer) = sends.join_next().await {
@@ -113,9 +109,7 @@ async fn place(service: Arc<Service>, plan: Plan, journal: Journal, later: Durat
     }
     if plan.replay_later {
         tokio::time::sleep(later).await;
-        let again = service
-            .call(Method::POST, "/orders", Some(&body), false)
-            .await;
+        let again = service.call(Method::POST, "/orders", Some(&body)).await;
         with_record(&journal, &plan.id, |r| r.placements.push(again));
     }
 }
@@ -139,7 +133,7 @@ pub async fn decide_all(
     let mut running = JoinSet::new();
     while !done.load(Ordering::SeqCst) {
         let pending = service
-            .call(Method::GET, "/approvals?limit=1000", None, true)
+            .call(Method::GET, "/approvals?limit=1000", None)
             .await;
         if pending.status != StatusCode::OK {
             anomalies.lock().unwrap().push(format!(
@@ -173,7 +167,7 @@ pub async fn decide_all(
                             let body = json!({ "decision": decision });
                             (
                                 decision,
-                                service.call(Method::POST, &path, Some(&body), true).await,
+                                service.call(Method::POST, &path, Some(&body)).await,
                             )
                         });
                     }
@@ -184,7 +178,7 @@ pub async fn decide_all(
                 } else {
                     for decision in decisions.sequence {
                         let body = json!({ "decision": decision });
-                        let answer = service.call(Method::POST, &path, Some(&body), true).await;
+                        let answer = service.call(Method::POST, &path, Some(&body)).await;
                         with_record(&journal, &id, |r| r.decisions.push((decision, answer)));
                     }
                 }

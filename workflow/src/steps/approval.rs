@@ -24,21 +24,20 @@ pub struct AwaitApproval {
 /// The task output of an approval, and the cause of a rejection.
 fn approved_output(order: &Order) -> Value {
     let approval = order.approval.as_ref();
+    // Who decided stays on the order (for operators); the execution's data, which its owner
+    // may read in the history, carries no operator's identity.
     json!({
         "decision": "approve",
-        "decidedBy": approval.and_then(|a| a.decided_by.clone()),
         "decidedAt": approval.and_then(|a| a.decided_at),
     })
 }
 
+/// The cause a rejection fails the approval with: the operator's reason, never their name (the
+/// cause reaches the order's owner; who decided is on the approval record, for operators).
 fn rejection_cause(order: &Order) -> String {
-    let approval = order.approval.as_ref();
-    let by = approval
-        .and_then(|a| a.decided_by.as_deref())
-        .unwrap_or("an operator");
-    match approval.and_then(|a| a.reason.as_deref()) {
-        Some(reason) => format!("rejected by {by}: {reason}"),
-        None => format!("rejected by {by}"),
+    match order.approval.as_ref().and_then(|a| a.reason.as_deref()) {
+        Some(reason) => format!("rejected by an operator: {reason}"),
+        None => "rejected by an operator".to_owned(),
     }
 }
 
