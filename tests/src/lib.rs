@@ -96,7 +96,8 @@ pub fn keys_create(db: &Db, name: &str, role: &str) -> String {
     key
 }
 
-/// `fulfillment <words…> --db <db>`, as [`command_on`] has it.
+/// `fulfillment <words…> --db <db>` run in the database's directory, with no `FULFILLMENT_*`
+/// variable inherited from the test's environment.
 pub fn command_on_store(db: &Db, words: &[&str]) -> Command {
     let mut cmd = Command::new(binary());
     cmd.args(words)
@@ -117,20 +118,9 @@ pub fn audit_command(db: &Db) -> Command {
     command_on(db, "audit")
 }
 
-/// `fulfillment <subcommand> --db <db>` run in the database's directory, with no
-/// `FULFILLMENT_*` variable inherited from the test's environment.
+/// `fulfillment <subcommand> --db <db>`: see [`command_on_store`].
 fn command_on(db: &Db, subcommand: &str) -> Command {
-    let mut cmd = Command::new(binary());
-    cmd.arg(subcommand)
-        .arg("--db")
-        .arg(db.path())
-        .current_dir(db.dir());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("FULFILLMENT_") {
-            cmd.env_remove(key);
-        }
-    }
-    cmd
+    command_on_store(db, &[subcommand])
 }
 
 /// What a finished `fulfillment audit` printed and how it exited.

@@ -72,7 +72,7 @@ async fn every_order_ends_consistently_through_random_sigkills() {
     for (sku, units) in &workload.stock {
         let body = json!({ "available": units });
         let stocked = service
-            .call(Method::PUT, &format!("/inventory/{sku}"), Some(&body), true)
+            .call(Method::PUT, &format!("/inventory/{sku}"), Some(&body))
             .await;
         assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
     }

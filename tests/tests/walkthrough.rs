@@ -4,12 +4,15 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tests::{Db, Server, order};
+use tests::{Db, Server, keys_create, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_walk_through_works_over_http() {
     let db = Db::new();
     let server = Server::start(&db);
+    // The README's keys: an operator and a client, made beside the running service.
+    let grace = keys_create(&db, "grace", "operator");
+    let shop = keys_create(&db, "shop-1", "client");
     let index = server.request(Method::GET, "/", None).await;
     assert_eq!(index.json()["docs"], "/docs", "{}", index.text);
 
@@ -32,7 +35,9 @@ async fn the_readme_walk_through_works_over_http() {
 
     // A small order runs to completion on its own.
     let small = order("walk-small", "book", 2, 1_500, "pm_card_visa");
-    let placed = server.place(&small).await;
+    let placed = server
+        .send(Method::POST, "/orders", Some(&small), Some(&shop))
+        .await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     assert!(!placed.replayed());
     assert_eq!(placed.header("location"), Some("/orders/walk-small/status"));
@@ -42,13 +47,16 @@ async fn the_readme_walk_through_works_over_http() {
     assert_eq!(done["payment"]["amountCents"], 3_000);
     assert!(done["shipment"]["trackingNumber"].is_string(), "{done}");
     let placed_order = server
-        .request(Method::GET, "/orders/walk-small", None)
+        .send(Method::GET, "/orders/walk-small", None, Some(&shop))
         .await;
     assert_eq!(placed_order.json()["items"][0]["lineTotalCents"], 3_000);
 
     // A large order waits for an operator, who approves it.
     let large = order("walk-large", "piano", 1, 450_000, "pm_card_visa");
-    assert_eq!(server.place(&large).await.status, StatusCode::ACCEPTED);
+    let placed = server
+        .send(Method::POST, "/orders", Some(&large), Some(&shop))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     server.reaches("walk-large", "AWAITING_APPROVAL").await;
     let pending = server.operator(Method::GET, "/approvals", None).await;
     assert_eq!(pending.status, StatusCode::OK, "{}", pending.text);
@@ -61,7 +69,14 @@ async fn the_readme_walk_through_works_over_http() {
         "{}",
         pending.text
     );
-    let approved = server.decide("walk-large", "approve").await;
+    let approved = server
+        .send(
+            Method::POST,
+            "/orders/walk-large/approval",
+            Some(&json!({"decision": "approve"})),
+            Some(&grace),
+        )
+        .await;
     assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
     assert_ne!(
         approved.json()["status"],
@@ -71,10 +86,20 @@ async fn the_readme_walk_through_works_over_http() {
     );
     let done = server.reaches("walk-large", "COMPLETED").await;
     assert_eq!(done["approval"]["decision"], "approve");
+    assert_eq!(
+        done["approval"]["decidedBy"], "grace",
+        "the operator's principal"
+    );
 
     // A declined card is compensated: the order is cancelled with the reason, stock released.
     let declined = order("walk-declined", "book", 1, 1_500, "pm_card_chargeDeclined");
-    assert_eq!(server.place(&declined).await.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        server
+            .send(Method::POST, "/orders", Some(&declined), Some(&shop))
+            .await
+            .status,
+        StatusCode::ACCEPTED
+    );
     let cancelled = server.reaches("walk-declined", "CANCELLED").await;
     assert_eq!(
         cancelled["failure"]["error"], "Payment.Declined",
@@ -83,7 +108,9 @@ async fn the_readme_walk_through_works_over_http() {
     assert!(cancelled["payment"].is_null(), "{cancelled}");
 
     // The same order again replays: same answer, same execution.
-    let again = server.place(&small).await;
+    let again = server
+        .send(Method::POST, "/orders", Some(&small), Some(&shop))
+        .await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
     assert!(again.replayed(), "{:?}", again.headers);
     assert_eq!(again.json()["executionArn"], arn.as_str());
@@ -91,8 +118,11 @@ async fn the_readme_walk_through_works_over_http() {
     // The same id with another body conflicts and changes nothing.
     let mut other = small.clone();
     other["items"][0]["quantity"] = json!(5);
-    let conflict = server.place(&other).await;
+    let conflict = server
+        .send(Method::POST, "/orders", Some(&other), Some(&shop))
+        .await;
     assert_eq!(conflict.status, StatusCode::CONFLICT, "{}", conflict.text);
+    assert_eq!(conflict.problem().as_deref(), Some("order-conflict"));
     assert_eq!(
         conflict.header("content-type"),
         Some("application/problem+json")

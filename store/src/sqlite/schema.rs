@@ -201,7 +201,7 @@ mod tests {
         );
         assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
         assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
-        assert_eq!(table_count(&conn), 7);
+        assert_eq!(table_count(&conn), 9);
     }
 
     #[test]

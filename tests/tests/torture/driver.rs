@@ -98,12 +98,7 @@ async fn place(service: Arc<Service>, plan: Plan, journal: Journal, later: Durat
     }
     if plan.conflicting {
         let other = service
-            .call(
-                Method::POST,
-                "/orders",
-                Some(&plan.conflicting_body()),
-                false,
-            )
+            .call(Method::POST, "/orders", Some(&plan.conflicting_body()))
             .await;
         with_record(&journal, &plan.id, |r| r.conflicting = Some(other));
     }
