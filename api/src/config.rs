@@ -413,10 +413,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub backend: BackendArgs,
 
-    /// The bearer token operator endpoints require (approvals, inventory): at least 16
-    /// printable characters, no spaces. When none is given (embedded backend only), the first
-    /// start generates one, shows it once on stderr and keeps it beside --db
-    /// (`fulfillment.operator-token`, mode 0600) for later starts; it is never logged.
+    /// One more operator API key, for the principal `operator`: at least 16 printable
+    /// characters, no spaces; never logged. Required with --backend aws (replicas create no keys:
+    /// this is how the first operator gets in). On the embedded backend a first start creates an
+    /// operator key and a client key itself; `fulfillment keys` makes the rest.
     #[arg(
         long,
         env = "FULFILLMENT_OPERATOR_TOKEN",
