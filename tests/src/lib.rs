@@ -380,6 +380,12 @@ impl Server {
         self.request(Method::POST, "/orders", Some(order)).await
     }
 
+    /// `POST /orders` with `key` (a client's or an operator's).
+    pub async fn place_as(&self, order: &Value, key: &str) -> Reply {
+        self.send(Method::POST, "/orders", Some(order), Some(key))
+            .await
+    }
+
     pub async fn status(&self, order_id: &str) -> Value {
         let r = self
             .request(Method::GET, &format!("/orders/{order_id}/status"), None)

@@ -19,12 +19,7 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
     server.stock("piano", 1).await;
 
     let placed = server
-        .send(
-            Method::POST,
-            "/orders",
-            Some(&order("alice-1", "book", 1, 1_500, "pm_card_visa")),
-            Some(&alice),
-        )
+        .place_as(&order("alice-1", "book", 1, 1_500, "pm_card_visa"), &alice)
         .await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     for path in [
@@ -60,12 +55,7 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
     }
     // The id is global (it names the execution): bob cannot take it, and learns nothing of it.
     let taken = server
-        .send(
-            Method::POST,
-            "/orders",
-            Some(&order("alice-1", "book", 1, 1_500, "pm_card_visa")),
-            Some(&bob),
-        )
+        .place_as(&order("alice-1", "book", 1, 1_500, "pm_card_visa"), &bob)
         .await;
     assert_eq!(taken.status, StatusCode::CONFLICT, "{}", taken.text);
     assert_eq!(taken.problem().as_deref(), Some("order-id-taken"));
@@ -73,12 +63,7 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
     assert!(!taken.replayed());
     // Alice's own retry replays.
     let again = server
-        .send(
-            Method::POST,
-            "/orders",
-            Some(&order("alice-1", "book", 1, 1_500, "pm_card_visa")),
-            Some(&alice),
-        )
+        .place_as(&order("alice-1", "book", 1, 1_500, "pm_card_visa"), &alice)
         .await;
     assert!(again.replayed(), "{}", again.text);
 
@@ -100,6 +85,8 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{path}: {}", r.text);
         assert_eq!(r.problem().as_deref(), Some("forbidden"));
     }
+    // The refused count changed nothing: the one book alice's order took is all that moved.
+    server.reaches("alice-1", "COMPLETED").await;
     assert_eq!(
         server
             .request(Method::GET, "/inventory/book", None)
@@ -110,9 +97,7 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
 
     // A large order: grace approves it under her own name, which alice does not see.
     let large = order("alice-2", "piano", 1, 450_000, "pm_card_visa");
-    server
-        .send(Method::POST, "/orders", Some(&large), Some(&alice))
-        .await;
+    server.place_as(&large, &alice).await;
     server.reaches("alice-2", "AWAITING_APPROVAL").await;
     let decided = server
         .send(
@@ -169,12 +154,7 @@ async fn a_revoked_key_is_refused_within_seconds_and_the_principal_s_other_key_g
     let new = keys_create(&db, "rotating-shop", "client");
     server.stock("book", 5).await;
     server
-        .send(
-            Method::POST,
-            "/orders",
-            Some(&order("rot-1", "book", 1, 1_500, "pm_card_visa")),
-            Some(&old),
-        )
+        .place_as(&order("rot-1", "book", 1, 1_500, "pm_card_visa"), &old)
         .await;
     let ok = server
         .send(Method::GET, "/orders/rot-1/status", None, Some(&old))

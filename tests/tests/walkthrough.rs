@@ -35,9 +35,7 @@ async fn the_readme_walk_through_works_over_http() {
 
     // A small order runs to completion on its own.
     let small = order("walk-small", "book", 2, 1_500, "pm_card_visa");
-    let placed = server
-        .send(Method::POST, "/orders", Some(&small), Some(&shop))
-        .await;
+    let placed = server.place_as(&small, &shop).await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     assert!(!placed.replayed());
     assert_eq!(placed.header("location"), Some("/orders/walk-small/status"));
@@ -53,9 +51,7 @@ async fn the_readme_walk_through_works_over_http() {
 
     // A large order waits for an operator, who approves it.
     let large = order("walk-large", "piano", 1, 450_000, "pm_card_visa");
-    let placed = server
-        .send(Method::POST, "/orders", Some(&large), Some(&shop))
-        .await;
+    let placed = server.place_as(&large, &shop).await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     server.reaches("walk-large", "AWAITING_APPROVAL").await;
     let pending = server.operator(Method::GET, "/approvals", None).await;
@@ -94,10 +90,7 @@ async fn the_readme_walk_through_works_over_http() {
     // A declined card is compensated: the order is cancelled with the reason, stock released.
     let declined = order("walk-declined", "book", 1, 1_500, "pm_card_chargeDeclined");
     assert_eq!(
-        server
-            .send(Method::POST, "/orders", Some(&declined), Some(&shop))
-            .await
-            .status,
+        server.place_as(&declined, &shop).await.status,
         StatusCode::ACCEPTED
     );
     let cancelled = server.reaches("walk-declined", "CANCELLED").await;
@@ -108,9 +101,7 @@ async fn the_readme_walk_through_works_over_http() {
     assert!(cancelled["payment"].is_null(), "{cancelled}");
 
     // The same order again replays: same answer, same execution.
-    let again = server
-        .send(Method::POST, "/orders", Some(&small), Some(&shop))
-        .await;
+    let again = server.place_as(&small, &shop).await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
     assert!(again.replayed(), "{:?}", again.headers);
     assert_eq!(again.json()["executionArn"], arn.as_str());
@@ -118,9 +109,7 @@ async fn the_readme_walk_through_works_over_http() {
     // The same id with another body conflicts and changes nothing.
     let mut other = small.clone();
     other["items"][0]["quantity"] = json!(5);
-    let conflict = server
-        .send(Method::POST, "/orders", Some(&other), Some(&shop))
-        .await;
+    let conflict = server.place_as(&other, &shop).await;
     assert_eq!(conflict.status, StatusCode::CONFLICT, "{}", conflict.text);
     assert_eq!(conflict.problem().as_deref(), Some("order-conflict"));
     assert_eq!(
