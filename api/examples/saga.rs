@@ -9,11 +9,12 @@
 
 use anyhow::{Context, Result};
 use api::orders::{OrderIntake, OrderRequest, Placed, SagaSettings};
+use api::pricing::RequestedLine;
 use api::saga::{SagaPorts, SagaWorkers};
 use engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Address, Decision, LineItem, OrderId, SqliteStore};
+use store::{Address, Decision, OrderId, Price, SqliteStore};
 use workflow::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
 use workflow::steps::approval::decide;
@@ -28,10 +29,10 @@ fn order(
     Ok(OrderRequest {
         order_id: OrderId::parse(id).map_err(anyhow::Error::msg)?,
         customer_id: "cus_demo".into(),
-        items: vec![LineItem {
+        items: vec![RequestedLine {
             sku: sku.into(),
             quantity,
-            unit_price_cents,
+            unit_price_cents: Some(unit_price_cents),
         }],
         currency: "EUR".into(),
         payment_method: payment_method.into(),
@@ -68,13 +69,24 @@ async fn main() -> Result<()> {
     );
     let intake = OrderIntake {
         orders: ports.orders.clone(),
+        inventory: ports.inventory.clone(),
         workflow: workflow.clone(),
         settings: SagaSettings::default(),
         queue: None,
     };
 
-    ports.inventory.set_available("book", 10).await?;
-    ports.inventory.set_available("piano", 1).await?;
+    let eur = |cents| Price {
+        cents,
+        currency: "EUR".into(),
+    };
+    ports
+        .inventory
+        .set_stock("book", Some(10), Some(&eur(1_500)))
+        .await?;
+    ports
+        .inventory
+        .set_stock("piano", Some(1), Some(&eur(450_000)))
+        .await?;
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();

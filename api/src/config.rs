@@ -2,6 +2,7 @@
 //! (clap), turned into one typed [`Settings`] value. Only `main` parses them; everything else
 //! receives the parts it needs.
 
+use crate::http::rate_limit::RateLimitSettings;
 use crate::http::{HttpLimits, OperatorToken};
 use crate::orders::SagaSettings;
 use crate::sfn_server::SfnSettings;
@@ -10,6 +11,7 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsStr;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use store::stripe::{SecretKey, StripeConfig};
@@ -487,6 +489,43 @@ pub struct ServeArgs {
         value_name = "DURATION"
     )]
     pub read_timeout: Duration,
+
+    /// Requests per second each API key may send (a token bucket per key, in each replica);
+    /// past it the answer is 429 with `Retry-After`. 0 turns the limit off.
+    #[arg(
+        long,
+        env = "FULFILLMENT_RATE_LIMIT",
+        default_value_t = 100,
+        value_name = "PER_SECOND"
+    )]
+    pub rate_limit: u32,
+
+    /// How many requests a key may send at once above its rate (the bucket's size).
+    #[arg(
+        long,
+        env = "FULFILLMENT_RATE_LIMIT_BURST",
+        default_value_t = 200,
+        value_parser = clap::value_parser!(u32).range(1..),
+        value_name = "REQUESTS"
+    )]
+    pub rate_limit_burst: u32,
+
+    /// Failed authentications (unknown or revoked keys) per minute from one address; past it
+    /// the address gets 429 for any key this replica has not checked lately.
+    #[arg(
+        long,
+        env = "FULFILLMENT_FAILED_AUTH_LIMIT",
+        default_value_t = 20,
+        value_parser = clap::value_parser!(u32).range(1..),
+        value_name = "PER_MINUTE"
+    )]
+    pub failed_auth_limit: u32,
+
+    /// The header a proxy in front sets to the caller's address (e.g. `X-Forwarded-For`; its
+    /// last value counts). Without it the connection's peer is the caller's address: behind a
+    /// load balancer, that is the balancer's, and every caller shares one failure budget.
+    #[arg(long, env = "FULFILLMENT_CLIENT_ADDRESS_HEADER", value_name = "HEADER")]
+    pub client_address_header: Option<axum::http::HeaderName>,
 }
 
 #[derive(Debug, Args)]
@@ -641,6 +680,7 @@ pub struct Settings {
     pub operator_token: Option<OperatorToken>,
     pub saga: SagaSettings,
     pub limits: HttpLimits,
+    pub rate_limits: RateLimitSettings,
     pub log_format: LogFormat,
 }
 
@@ -676,6 +716,15 @@ impl From<ServeArgs> for Settings {
                 max_body_bytes: a.max_body_bytes,
                 request_timeout: a.request_timeout,
                 read_timeout: a.read_timeout,
+            },
+            rate_limits: RateLimitSettings {
+                per_key: NonZeroU32::new(a.rate_limit).map(|rate| {
+                    let burst = NonZeroU32::new(a.rate_limit_burst).unwrap_or(rate);
+                    (rate, burst)
+                }),
+                failed_auth_per_minute: NonZeroU32::new(a.failed_auth_limit)
+                    .unwrap_or(NonZeroU32::MIN),
+                address_header: a.client_address_header,
             },
         }
     }

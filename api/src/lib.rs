@@ -8,6 +8,7 @@ pub mod http;
 pub mod keys;
 pub mod orders;
 mod panic;
+pub mod pricing;
 pub mod saga;
 pub mod sfn_server;
 pub mod start_queue;

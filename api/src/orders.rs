@@ -4,7 +4,12 @@
 //! (embedded, [`crate::start_queue`]), which re-fills from the store at every start. A repeat
 //! with the same body replays, with a different body conflicts, and a repeat of an order still
 //! running starts its execution again, idempotently (repair on retry).
+//!
+//! Lines are priced from the catalog first ([`crate::pricing`]); an order whose lines cannot be
+//! priced is refused and nothing is stored, unless it repeats one placed before (the prices may
+//! have changed since): that replays as any repeat does.
 
+use crate::pricing::{Mispriced, RequestedLine, price_lines};
 use crate::start_queue::{Queued, StartQueue};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
@@ -13,7 +18,8 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{
-    Address, Created, LineItem, NewOrder, Order, OrderId, OrderRepository, OrderStatus, StoreError,
+    Address, Created, InventoryRepository, LineItem, NewOrder, Order, OrderId, OrderRepository,
+    OrderStatus, StoreError,
 };
 use workflow::{WorkflowError, WorkflowPort};
 
@@ -45,7 +51,7 @@ impl Default for SagaSettings {
 pub struct OrderRequest {
     pub order_id: OrderId,
     pub customer_id: String,
-    pub items: Vec<LineItem>,
+    pub items: Vec<RequestedLine>,
     pub currency: String,
     pub payment_method: String,
     pub shipping_address: Address,
@@ -69,6 +75,9 @@ pub enum Placed {
 pub enum IntakeError {
     #[error("order total overflows")]
     AmountOverflow,
+    /// Lines the catalog cannot price as asked; nothing was stored.
+    #[error("{} line(s) cannot be priced from the catalog", .0.len())]
+    Mispriced(Vec<Mispriced>),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -78,7 +87,7 @@ pub enum IntakeError {
 impl IntakeError {
     pub fn is_transient(&self) -> bool {
         match self {
-            IntakeError::AmountOverflow => false,
+            IntakeError::AmountOverflow | IntakeError::Mispriced(_) => false,
             IntakeError::Store(e) => e.is_transient(),
             IntakeError::Workflow(e) => e.is_transient(),
         }
@@ -87,6 +96,8 @@ impl IntakeError {
 
 pub struct OrderIntake {
     pub orders: Arc<dyn OrderRepository>,
+    /// The catalog the lines are priced from.
+    pub inventory: Arc<dyn InventoryRepository>,
     pub workflow: Arc<dyn WorkflowPort>,
     pub settings: SagaSettings,
     /// Where new orders' starts go; `None`: each request starts its order's execution itself.
@@ -110,13 +121,20 @@ pub fn body_hash(request: &OrderRequest) -> String {
 }
 
 impl OrderIntake {
-    pub fn new_order(&self, request: OrderRequest, owner: &str) -> Result<NewOrder, IntakeError> {
-        let amount_cents = total_cents(&request.items).ok_or(IntakeError::AmountOverflow)?;
+    /// The order to store: its lines at the catalog's prices (`items`), its total and whether
+    /// it needs an approval from them.
+    pub fn new_order(
+        &self,
+        request: OrderRequest,
+        items: Vec<LineItem>,
+        owner: &str,
+    ) -> Result<NewOrder, IntakeError> {
+        let amount_cents = total_cents(&items).ok_or(IntakeError::AmountOverflow)?;
         let body_hash = body_hash(&request);
         Ok(NewOrder {
             order_id: request.order_id,
             customer_id: request.customer_id,
-            items: request.items,
+            items,
             currency: request.currency,
             payment_method: request.payment_method,
             shipping_address: request.shipping_address,
@@ -145,7 +163,21 @@ impl OrderIntake {
     /// starts its execution again, which is idempotent: that is what repairs an order a crash
     /// left stored but unstarted.
     pub async fn place(&self, request: OrderRequest, owner: &str) -> Result<Placed, IntakeError> {
-        let new = self.new_order(request, owner)?;
+        let skus: Vec<&str> = request.items.iter().map(|l| l.sku.as_str()).collect();
+        let catalog = self.inventory.prices(&skus).await?;
+        let items = match price_lines(&request.items, &request.currency, &catalog) {
+            Ok(items) => items,
+            Err(mispriced) => {
+                // Only the refusal path reads the order: a repeat of one placed at the prices
+                // of then is answered as any repeat.
+                let hash = body_hash(&request);
+                return match self.orders.get(&request.order_id).await? {
+                    Some(order) => self.repeated(order, owner, &hash).await,
+                    None => Err(IntakeError::Mispriced(mispriced)),
+                };
+            }
+        };
+        let new = self.new_order(request, items, owner)?;
         let hash = new.body_hash.clone();
         let arn = self.workflow.execution_arn(new.order_id.as_str());
         match self.orders.create_with_execution(new, &arn).await? {
@@ -164,14 +196,21 @@ impl OrderIntake {
                     Ok(Placed::Accepted(self.start(order).await?))
                 }
             }
-            Created::Existing(order) if order.new.owner.as_deref() != Some(owner) => {
-                Ok(Placed::IdTaken)
-            }
-            Created::Existing(order) if order.new.body_hash != hash => Ok(Placed::Conflict(order)),
-            Created::Existing(order) if !order.status.is_terminal() => {
-                Ok(Placed::Replayed(self.start(order).await?))
-            }
-            Created::Existing(order) => Ok(Placed::Replayed(order)),
+            Created::Existing(order) => self.repeated(order, owner, &hash).await,
+        }
+    }
+
+    /// The answer to placing an order whose id is taken by `order`: another principal's, the
+    /// caller's with another body, or a repeat (which starts its execution again while it runs).
+    async fn repeated(&self, order: Order, owner: &str, hash: &str) -> Result<Placed, IntakeError> {
+        if order.new.owner.as_deref() != Some(owner) {
+            Ok(Placed::IdTaken)
+        } else if order.new.body_hash != hash {
+            Ok(Placed::Conflict(order))
+        } else if !order.status.is_terminal() {
+            Ok(Placed::Replayed(self.start(order).await?))
+        } else {
+            Ok(Placed::Replayed(order))
         }
     }
 

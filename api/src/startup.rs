@@ -287,9 +287,10 @@ impl Service {
                 return Err(e);
             }
         };
-        let auth = Arc::new(Authenticator::new(
+        let auth = Arc::new(Authenticator::with_limits(
             opened.keys.clone(),
             settings.operator_token.as_ref().map(OperatorToken::expose),
+            &settings.rate_limits,
         ));
         let background = match background_runtime() {
             Ok(rt) => rt,
@@ -342,6 +343,7 @@ impl Service {
         );
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
             workflow: workflow.clone(),
             settings: settings.saga.clone(),
             queue,
@@ -1238,6 +1240,7 @@ mod tests {
             operator_token: None,
             saga: Default::default(),
             limits: Default::default(),
+            rate_limits: Default::default(),
             log_format: crate::config::LogFormat::Text,
         }
     }

@@ -103,6 +103,9 @@ async fn a_number_beyond_what_json_parsers_represent_is_400() {
 async fn the_largest_possible_order_totals_exactly() {
     let app = App::start().await;
     let skus: Vec<String> = (0..MAX_ITEMS).map(|i| format!("sku-{i}")).collect();
+    for sku in &skus {
+        app.stock(sku, 0, MAX_UNIT_PRICE_CENTS).await;
+    }
     let lines: Vec<(&str, u64, u64)> = skus
         .iter()
         .map(|s| (s.as_str(), MAX_QUANTITY, MAX_UNIT_PRICE_CENTS))
@@ -123,6 +126,7 @@ async fn the_largest_possible_order_totals_exactly() {
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_lines_are_accepted_and_more_are_refused() {
     let app = App::start().await;
+    app.stock("book", 0, 1).await;
     let lines = |n: usize| -> Value {
         let lines: Vec<(&str, u64, u64)> = vec![("book", 1, 1); n];
         order("o-lines", &lines)
@@ -141,21 +145,21 @@ async fn fifty_lines_are_accepted_and_more_are_refused() {
     assert_eq!(app.stored("o-lines").await.unwrap().new.items.len(), 50);
 }
 
-/// Decided: one SKU may be on several lines (at different prices, say); the reservation takes
-/// their sum, and stock is checked against the sum.
+/// Decided: one SKU may be on several lines; the reservation takes their sum, and stock is
+/// checked against the sum.
 #[tokio::test(flavor = "multi_thread")]
 async fn one_sku_on_several_lines_is_reserved_as_their_sum() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 1_000).await;
     let r = app
         .post(
             "/orders",
-            &order("o-twice", &[("book", 2, 1_000), ("book", 3, 900)]),
+            &order("o-twice", &[("book", 2, 1_000), ("book", 3, 1_000)]),
         )
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
     let done = app.reaches("o-twice", "COMPLETED").await;
-    assert_eq!(done["amountCents"], 2 * 1_000 + 3 * 900);
+    assert_eq!(done["amountCents"], 5 * 1_000);
     let stock = app.get("/inventory/book").await.json();
     assert_eq!(
         (&stock["available"], &stock["reserved"]),
@@ -163,7 +167,7 @@ async fn one_sku_on_several_lines_is_reserved_as_their_sum() {
     );
 
     // Two lines that fit alone but not together: nothing is reserved.
-    app.stock("pen", 4).await;
+    app.stock("pen", 4, 100).await;
     app.post(
         "/orders",
         &order("o-over", &[("pen", 2, 100), ("pen", 3, 100)]),
@@ -221,6 +225,7 @@ async fn unknown_fields_are_refused_as_the_document_says() {
         names,
         [
             "ApprovalRequest",
+            "CatalogPrice",
             "OrderLine",
             "PlaceOrder",
             "ShippingAddress",
@@ -288,7 +293,7 @@ async fn an_order_id_that_is_no_id_is_422_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_order_id_in_a_path_that_is_no_id_is_404() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-1", "book")).await;
     let (long, huge) = ("x".repeat(81), "x".repeat(5_000));
     for id in [
@@ -394,7 +399,7 @@ fn not_the_token(client_values: &[String]) -> Vec<Vec<(String, String)>> {
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_endpoints_refuse_everything_but_the_operator_token() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     let placed = app.post("/orders", &large("o-op", "piano")).await;
     app.reaches("o-op", "AWAITING_APPROVAL").await;
     let body = placed.json();
@@ -469,7 +474,7 @@ async fn operator_endpoints_refuse_everything_but_the_operator_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unauthenticated_caller_learns_nothing_from_the_answer() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-known", "book")).await;
     for (path, content_type, body) in [
         (
@@ -513,11 +518,12 @@ async fn an_unauthenticated_caller_learns_nothing_from_the_answer() {
 async fn only_an_order_awaiting_approval_can_be_decided() {
     let app = App::start().await;
     // A large order that never got to wait: out of stock, cancelled before the approval step.
+    app.stock("piano", 0, 250_000).await;
     app.post("/orders", &large("o-never", "piano")).await;
     let cancelled = app.reaches("o-never", "CANCELLED").await;
     assert_eq!(cancelled["failure"]["error"], "Inventory.OutOfStock");
     // A small order that needed none and completed.
-    app.stock("book", 1).await;
+    app.stock("book", 1, 2_500).await;
     app.post("/orders", &small("o-small", "book")).await;
     app.reaches("o-small", "COMPLETED").await;
     for (id, status) in [("o-never", "CANCELLED"), ("o-small", "COMPLETED")] {
@@ -533,4 +539,109 @@ async fn only_an_order_awaiting_approval_can_be_decided() {
             status
         );
     }
+}
+
+// ---------------------------------------------------------------- prices
+
+/// The caller never sets a price: a line without one is charged the catalog's, a line whose
+/// price is not the catalog's is refused naming the line, and so is a SKU without a price or
+/// priced in another currency. A refused order leaves nothing stored, whatever else it held.
+#[tokio::test(flavor = "multi_thread")]
+async fn prices_come_from_the_catalog_and_a_wrong_one_leaves_no_trace() {
+    let app = App::start().await;
+    app.stock("book", 10, 2_500).await;
+    app.stock("mug", 10, 900).await;
+    app.operator(
+        Method::PUT,
+        "/inventory/mug",
+        &json!({"price": {"cents": 900, "currency": "USD"}}),
+    )
+    .await;
+    app.operator(Method::PUT, "/inventory/bare", &json!({"available": 5}))
+        .await;
+
+    // Buying a book for nothing, or under the approval threshold by pricing it low.
+    let r = app
+        .post(
+            "/orders",
+            &order("o-cheap", &[("book", 1, 2_500), ("book", 40, 0)]),
+        )
+        .await;
+    let body = r.problem(422, "price-mismatch");
+    assert_eq!(
+        body["errors"][0]["field"], "/items/1/unitPriceCents",
+        "{body}"
+    );
+    assert_eq!(body["errors"].as_array().unwrap().len(), 1, "{body}");
+    // A SKU never priced, one never stocked, one in dollars in a euro order.
+    let mut unpriced = order(
+        "o-bare",
+        &[("bare", 1, 0), ("ghost", 1, 0), ("mug", 1, 900)],
+    );
+    for line in unpriced["items"].as_array_mut().unwrap() {
+        line.as_object_mut().unwrap().remove("unitPriceCents");
+    }
+    let body = app
+        .post("/orders", &unpriced)
+        .await
+        .problem(422, "sku-not-priced");
+    let fields: Vec<_> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        ["/items/0/sku", "/items/1/sku", "/items/2/sku"],
+        "{body}"
+    );
+    assert!(
+        body["errors"][2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("USD"),
+        "{body}"
+    );
+    let mut dollars = order("o-usd", &[("mug", 1, 900)]);
+    dollars["currency"] = json!("USD");
+    let mut euros = dollars.clone();
+    euros["currency"] = json!("EUR");
+    app.post("/orders", &euros)
+        .await
+        .problem(422, "currency-mismatch");
+    assert_eq!(app.footprint(), (0, 0), "refused orders leave nothing");
+    let book = app.get("/inventory/book").await.json();
+    assert_eq!(
+        (&book["available"], &book["reserved"]),
+        (&json!(10), &json!(0))
+    );
+
+    // Without a price the line is charged the catalog's; in its currency a mug sells.
+    let mut unstated = order("o-book", &[("book", 2, 0)]);
+    unstated["items"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("unitPriceCents");
+    let r = app.post("/orders", &unstated).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let r = app.post("/orders", &dollars).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
+    let done = app.reaches("o-book", "COMPLETED").await;
+    assert_eq!(done["amountCents"], 5_000);
+    assert_eq!(done["payment"]["amountCents"], 5_000);
+
+    // A price change touches no order placed before, and a retry of one placed at the old
+    // price is still a replay, not a refusal.
+    app.stock("book", 10, 3_000).await;
+    let placed = app.get("/orders/o-book").await.json();
+    assert_eq!(placed["items"][0]["unitPriceCents"], 2_500, "{placed}");
+    assert_eq!(placed["amountCents"], 5_000);
+    let again = app.post("/orders", &unstated).await;
+    assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text());
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    let stale = app
+        .post("/orders", &order("o-book", &[("book", 2, 2_500)]))
+        .await;
+    stale.problem(409, "order-conflict");
 }

@@ -25,7 +25,7 @@ use store::{OrderId, OrderStatus};
 #[tokio::test(flavor = "multi_thread")]
 async fn accepts_an_order_with_202_location_and_execution_arn() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     let r = app.post("/orders", &small("o-1", "book")).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text());
     assert_eq!(r.header("location"), Some("/orders/o-1/status"));
@@ -44,6 +44,7 @@ async fn accepts_an_order_with_202_location_and_execution_arn() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_order_at_the_threshold_needs_approval() {
     let app = App::start().await;
+    app.stock("piano", 1, 100_000).await;
     let r = app
         .post("/orders", &order("o-big", &[("piano", 1, 100_000)]))
         .await;
@@ -54,7 +55,7 @@ async fn an_order_at_the_threshold_needs_approval() {
 #[tokio::test(flavor = "multi_thread")]
 async fn replaying_an_order_returns_202_and_the_same_execution_arn() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     let first = app.post("/orders", &small("o-2", "book")).await.json();
     let again = app.post("/orders", &small("o-2", "book")).await;
     assert_eq!(again.status, StatusCode::ACCEPTED);
@@ -66,7 +67,7 @@ async fn replaying_an_order_returns_202_and_the_same_execution_arn() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_body_for_the_same_order_is_409_and_changes_nothing() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-3", "book")).await;
     let before = app.stored("o-3").await.unwrap();
     let r = app
@@ -159,7 +160,8 @@ async fn each_invalid_field_is_422_naming_it_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread")]
 async fn whole_numbers_written_with_a_fraction_are_integers() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 1_250).await;
+    app.stock("pen", 5, 0).await;
     let mut body = order("o-whole", &[("book", 2, 1_250), ("pen", 1, 0)]);
     body["items"][0]["quantity"] = json!(2.0);
     body["items"][0]["unitPriceCents"] = json!(1250.0);
@@ -178,7 +180,8 @@ async fn whole_numbers_written_with_a_fraction_are_integers() {
         .await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text());
     assert_eq!(again.header("idempotent-replayed"), Some("true"));
-    let mut limits = order("o-whole-max", &[("book", 10_000, 100_000_000)]);
+    app.stock("gold", 0, 100_000_000).await;
+    let mut limits = order("o-whole-max", &[("gold", 10_000, 100_000_000)]);
     limits["items"][0]["quantity"] = json!(10_000.0);
     limits["items"][0]["unitPriceCents"] = json!(100_000_000.0);
     let r = app.post("/orders", &limits).await;
@@ -289,7 +292,7 @@ async fn a_body_that_is_not_json_is_415() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_status_of_a_completed_small_order_shows_every_step() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     let arn = app.post("/orders", &small("o-8", "book")).await.json()["executionArn"].clone();
     let body = app.reaches("o-8", "COMPLETED").await;
     let body = if body["executionStatus"] == "SUCCEEDED" {
@@ -324,7 +327,7 @@ async fn the_status_of_a_completed_small_order_shows_every_step() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancelled_order_shows_its_failure() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     let mut body = small("o-9", "book");
     body["paymentMethod"] = json!("pm_card_chargeDeclined");
     app.post("/orders", &body).await;
@@ -340,7 +343,7 @@ async fn a_cancelled_order_shows_its_failure() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_status_shows_the_payment_without_asking_the_provider() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-30", "piano")).await;
     app.reaches("o-30", "AWAITING_APPROVAL").await;
     let charged = app.stored("o-30").await.unwrap();
@@ -403,11 +406,12 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_status_of_an_order_cancelled_before_any_charge_asks_no_provider() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     let mut declined = small("o-32", "book");
     declined["paymentMethod"] = json!("pm_card_chargeDeclined");
     app.post("/orders", &declined).await;
-    app.post("/orders", &small("o-33", "never-stocked")).await;
+    app.stock("sold-out", 0, 2_500).await;
+    app.post("/orders", &small("o-33", "sold-out")).await;
     app.reaches("o-32", "CANCELLED").await;
     app.reaches("o-33", "CANCELLED").await;
 
@@ -443,7 +447,7 @@ async fn the_status_of_an_unknown_order_is_404() {
 #[tokio::test(flavor = "multi_thread")]
 async fn history_is_paged_with_next_token() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-10", "book")).await;
     app.settled("o-10").await;
     let all = app.get("/orders/o-10/history?maxResults=1000").await.json();
@@ -470,7 +474,7 @@ async fn history_is_paged_with_next_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_history_paging_is_400() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-11", "book")).await;
     app.settled("o-11").await;
     for (query, field) in [
@@ -504,7 +508,7 @@ async fn invalid_history_paging_is_400() {
 #[tokio::test(flavor = "multi_thread")]
 async fn integer_query_parameters_may_have_a_zero_fraction() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-11f", "book")).await;
     app.settled("o-11f").await;
     let r = app.get("/orders/o-11f/history?maxResults=2.0").await;
@@ -550,7 +554,7 @@ async fn operator_endpoints_need_the_bearer_token() {
 #[tokio::test(flavor = "multi_thread")]
 async fn approving_a_waiting_order_is_200_and_it_completes() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-13", "piano")).await;
     app.reaches("o-13", "AWAITING_APPROVAL").await;
     let bearer = format!("Bearer {TOKEN}");
@@ -581,7 +585,7 @@ async fn approving_a_waiting_order_is_200_and_it_completes() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_decision_again_replays_with_200() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-14", "piano")).await;
     app.reaches("o-14", "AWAITING_APPROVAL").await;
     assert_eq!(app.decide("o-14", "reject").await.status, StatusCode::OK);
@@ -599,7 +603,7 @@ async fn the_same_decision_again_replays_with_200() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_different_decision_is_409_approval_conflict() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-15", "piano")).await;
     app.reaches("o-15", "AWAITING_APPROVAL").await;
     assert_eq!(app.decide("o-15", "approve").await.status, StatusCode::OK);
@@ -611,7 +615,7 @@ async fn a_different_decision_is_409_approval_conflict() {
 #[tokio::test(flavor = "multi_thread")]
 async fn deciding_an_order_not_awaiting_approval_is_409() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-16", "book")).await;
     app.decide("o-16", "approve")
         .await
@@ -625,7 +629,7 @@ async fn deciding_after_the_window_ran_out_is_409_approval_expired() {
         ..SagaSettings::default()
     };
     let app = App::with(settings, HttpLimits::default()).await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-17", "piano")).await;
     let cancelled = app.reaches("o-17", "CANCELLED").await;
     assert_eq!(cancelled["failure"]["error"], "States.Timeout");
@@ -652,7 +656,7 @@ async fn deciding_an_unknown_order_is_404() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_decision_is_rejected() {
     let app = App::start().await;
-    app.stock("piano", 1).await;
+    app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-18", "piano")).await;
     app.reaches("o-18", "AWAITING_APPROVAL").await;
     let r = app
@@ -679,8 +683,8 @@ async fn an_invalid_decision_is_rejected() {
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_approvals_are_listed_oldest_first() {
     let app = App::start().await;
-    app.stock("piano", 5).await;
-    app.stock("book", 5).await;
+    app.stock("piano", 5, 250_000).await;
+    app.stock("book", 5, 2_500).await;
     for id in ["o-19a", "o-19b", "o-19c"] {
         app.post("/orders", &large(id, "piano")).await;
         app.reaches(id, "AWAITING_APPROVAL").await;
@@ -725,14 +729,31 @@ async fn stock_is_set_and_read() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     assert_eq!(
         r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0, "stocked": 7})
+        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0, "stocked": 7,
+            "price": null})
     );
+    // A price alone keeps the count; a count alone keeps the price.
+    let priced = json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0,
+        "stocked": 7, "price": {"cents": 2500, "currency": "EUR"}});
+    let r = app
+        .operator(
+            Method::PUT,
+            "/inventory/book-1.a_b",
+            &json!({"price": {"cents": 2500, "currency": "EUR"}}),
+        )
+        .await;
+    assert_eq!(r.json(), priced, "{}", r.text());
     let r = app.get("/inventory/book-1.a_b").await;
     assert_eq!(r.status, StatusCode::OK);
-    assert_eq!(
-        r.json(),
-        json!({"sku": "book-1.a_b", "available": 7, "reserved": 0, "shipped": 0, "stocked": 7})
-    );
+    assert_eq!(r.json(), priced);
+    let r = app
+        .operator(
+            Method::PUT,
+            "/inventory/book-1.a_b",
+            &json!({"available": 3}),
+        )
+        .await;
+    assert_eq!(r.json()["price"], priced["price"], "{}", r.text());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -759,8 +780,23 @@ async fn an_invalid_stock_count_is_422() {
         (json!({"available": 1_000_000_001.0}), "/available"),
         (json!({"available": 1e300}), "/available"),
         (json!({"available": "7"}), "/available"),
-        (json!({}), "/available"),
+        (json!({}), ""),
         (json!({"available": 1, "reserved": 2}), "/reserved"),
+        (
+            json!({"price": {"cents": -1, "currency": "EUR"}}),
+            "/price/cents",
+        ),
+        (
+            json!({"price": {"cents": 100_000_001, "currency": "EUR"}}),
+            "/price/cents",
+        ),
+        (json!({"price": {"cents": 1}}), "/price/currency"),
+        (json!({"available": 1, "price": null}), "/price"),
+        (
+            json!({"available": 1, "price": {"cents": 1, "currency": "eur"}}),
+            "/price/currency",
+        ),
+        (json!({"priceCents": 1}), "/priceCents"),
     ] {
         let r = app.operator(Method::PUT, "/inventory/book", &body).await;
         assert_eq!(r.invalid_fields(), [field], "{body}");
@@ -818,10 +854,12 @@ async fn readyz_is_200_when_store_and_workflow_answer() {
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_count_requests_and_outcomes_and_never_show_the_token() {
     let app = App::start().await;
-    app.stock("book", 5).await;
+    app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-20", "book")).await;
     app.post("/orders", &small("o-20", "book")).await;
-    app.post("/orders", &order("o-20", &[("book", 3, 1)])).await;
+    app.post("/orders", &order("o-20", &[("book", 3, 2_500)]))
+        .await;
+    app.post("/orders", &order("o-21", &[("book", 1, 1)])).await;
     app.decide("o-20", "approve").await;
     app.get("/nowhere/at/all").await;
     let r = app.get("/metrics").await;
@@ -832,6 +870,7 @@ async fn metrics_count_requests_and_outcomes_and_never_show_the_token() {
         "fulfillment_orders_total{outcome=\"accepted\"} 1",
         "fulfillment_orders_total{outcome=\"replayed\"} 1",
         "fulfillment_orders_total{outcome=\"conflict\"} 1",
+        "fulfillment_orders_total{outcome=\"mispriced\"} 1",
         "fulfillment_approval_decisions_total{decision=\"approve\",outcome=\"not_awaiting\"} 1",
         "fulfillment_http_requests_total{method=\"POST\",route=\"/orders\",status=\"202\"} 2",
         "fulfillment_http_requests_total{method=\"POST\",route=\"/orders\",status=\"409\"} 1",

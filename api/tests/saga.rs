@@ -7,7 +7,7 @@ mod harness;
 
 use api::orders::{Placed, SagaSettings};
 use engine::ExecutionStatus;
-use harness::{Saga, large, request, small};
+use harness::{Saga, catalog_cents, large, request, small};
 use serde_json::json;
 use std::time::Duration;
 use store::{ChargeRequest, Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
@@ -330,7 +330,7 @@ async fn rejected_shipment_refunds_and_releases() {
     let order = saga
         .place(request(
             "o-noship",
-            &[("book", 2, 1_000)],
+            &[("book", 2, 2_500)],
             "pm_card_visa",
             "00000",
         ))
@@ -350,7 +350,7 @@ async fn unavailable_carrier_is_retried_and_ships_once() {
     let order = saga
         .place(request(
             "o-carrier",
-            &[("book", 1, 1_000)],
+            &[("book", 1, 2_500)],
             "pm_card_visa",
             "99999",
         ))
@@ -404,10 +404,17 @@ async fn an_order_stored_but_never_started_is_started_by_its_retry() {
     let saga = Saga::default().await;
     saga.stock("book", 5).await;
     // A crash between "order stored" and "execution started".
-    let stored = saga
-        .intake
-        .new_order(small("o-repair", "book", "pm_card_visa"), "shop")
-        .unwrap();
+    let request = small("o-repair", "book", "pm_card_visa");
+    let items = request
+        .items
+        .iter()
+        .map(|l| store::LineItem {
+            sku: l.sku.clone(),
+            quantity: l.quantity,
+            unit_price_cents: catalog_cents(&l.sku),
+        })
+        .collect();
+    let stored = saga.intake.new_order(request, items, "shop").unwrap();
     assert!(matches!(
         saga.ports.orders.create(stored).await.unwrap(),
         Created::New(_)
@@ -549,6 +556,7 @@ async fn compensations_of_steps_that_never_happened_are_recorded_no_ops() {
 async fn a_charge_the_order_never_recorded_is_found_and_refunded() {
     let mut saga = Saga::default().await;
     saga.stop_workers().await;
+    saga.stock("book", 5).await;
     let order = saga
         .place(small("o-unrecorded", "book", "pm_card_visa"))
         .await;

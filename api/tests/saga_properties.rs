@@ -12,7 +12,7 @@ mod ledger;
 
 use api::orders::SagaSettings;
 use engine::ExecutionStatus;
-use harness::{Saga, request};
+use harness::{Saga, catalog_cents, request};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +27,8 @@ use tokio::sync::watch;
 use workflow::steps::approval::decide;
 
 const SKUS: [&str; 3] = ["sku-a", "sku-b", "sku-c"];
+/// The SKU a large order adds (priced for an approval).
+const PIANO: &str = "piano";
 const PAYMENTS: [&str; 4] = [
     PM_SUCCEEDS,
     PM_DECLINED,
@@ -166,6 +168,10 @@ async fn run(plan: Plan) {
     for (sku, available) in skus.iter().zip(&plan.stock) {
         saga.stock(sku, *available).await;
     }
+    // What makes an order large: one piano on top of its lines (the catalog prices the SKUs at
+    // 25.00 and a piano at 2,500.00). Pianos are stocked for every order, so they never run
+    // out and the stock the orders race for stays the SKUs'.
+    saga.stock(PIANO, plan.orders.len() as u64).await;
     let decisions: HashMap<String, bool> = plan
         .orders
         .iter()
@@ -183,12 +189,14 @@ async fn run(plan: Plan) {
         .iter()
         .enumerate()
         .map(|(i, o)| {
-            let price = if o.large { 250_000 } else { 2_500 };
-            let lines: Vec<(&str, u32, u64)> = o
+            let mut lines: Vec<(&str, u32, u64)> = o
                 .lines
                 .iter()
-                .map(|(sku, q)| (SKUS[*sku], *q, price))
+                .map(|(sku, q)| (SKUS[*sku], *q, catalog_cents(SKUS[*sku])))
                 .collect();
+            if o.large {
+                lines.push((PIANO, 1, catalog_cents(PIANO)));
+            }
             let req = request(&order_id(i), &lines, o.payment, o.postal);
             let saga = saga.clone();
             tokio::spawn(async move { saga.place(req).await })

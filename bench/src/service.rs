@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 pub const CONNECTIONS: usize = 64;
 /// SKUs the orders are spread over, so stock rows are not one hot spot.
 pub const SKUS: u64 = 64;
+/// A per-key rate no scenario reaches.
+const UNLIMITED: &str = "1000000000";
+
+/// The catalog price of every SKU of the bench, and what its orders say they pay.
+pub const PRICE_CENTS: u64 = 1500;
 /// How long the service may take to become ready after it announces its address.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
@@ -98,7 +103,9 @@ impl Service {
             let spec = Spec::json(
                 Method::PUT,
                 format!("/inventory/{}", sku_name(sku)),
-                format!("{{\"available\": {stock}}}"),
+                format!(
+                    "{{\"available\": {stock}, \"price\": {{\"cents\": {PRICE_CENTS}, \"currency\": \"EUR\"}}}}"
+                ),
             )
             .operator(&service.token);
             service
@@ -115,7 +122,11 @@ impl Service {
             Some(stack) if self.backend == Backend::Aws => stack.serve_command(),
             _ => harness::serve_command(&self.db),
         };
-        cmd.args(["--operator-token", TOKEN]).args(&self.extra);
+        // One key sends the whole load: its bucket is made large enough never to refuse, so
+        // the limiter's cost is measured and its refusals are not.
+        cmd.args(["--operator-token", TOKEN])
+            .args(["--rate-limit", UNLIMITED, "--rate-limit-burst", UNLIMITED])
+            .args(&self.extra);
         cmd
     }
 

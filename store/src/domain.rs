@@ -312,6 +312,19 @@ pub struct StockLevel {
     /// what was reserved and shipped then. `None` for a DynamoDB item last counted before it
     /// was recorded (SQLite's migration set it on every row); its next count sets it.
     pub stocked: Option<u64>,
+    /// The catalog price of one unit, set by an operator; `None` until one is set (the SKU
+    /// cannot be ordered then).
+    #[serde(default)]
+    pub price: Option<Price>,
+}
+
+/// A catalog price: what one unit of a SKU costs, in a currency's minor unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Price {
+    pub cents: u64,
+    /// ISO 4217.
+    pub currency: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

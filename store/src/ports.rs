@@ -6,6 +6,7 @@ use crate::domain::*;
 use crate::error::{GatewayError, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 
 /// One page of a listing, in the adapter's own order (a key order, or a scan's). `next` is an
 /// opaque cursor: pass it as `after` for the following page; `None` on the last page. A page
@@ -249,10 +250,26 @@ pub enum Released {
 
 #[async_trait]
 pub trait InventoryRepository: Send + Sync {
+    /// Sets what an operator counts and prices, in one write: the available quantity (a stock
+    /// count) and the catalog price, each when given (the other stays as it is). A SKU not
+    /// stocked before starts with nothing available.
+    async fn set_stock(
+        &self,
+        sku: &str,
+        available: Option<u64>,
+        price: Option<&Price>,
+    ) -> Result<StockLevel, StoreError>;
+
     /// Sets the available quantity of a SKU (an operator's stock count).
-    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError>;
+    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError> {
+        self.set_stock(sku, Some(available), None).await
+    }
 
     async fn stock(&self, sku: &str) -> Result<Option<StockLevel>, StoreError>;
+
+    /// The catalog prices of `skus`, by SKU, as they are now; a SKU never stocked or never
+    /// priced is left out.
+    async fn prices(&self, skus: &[&str]) -> Result<HashMap<String, Price>, StoreError>;
 
     /// Reserves every line of the order, or none, atomically; at most one reservation per
     /// order. Stock never goes negative, even under concurrent orders for the last unit.

@@ -117,6 +117,29 @@ impl AwsStack {
         Server::spawn(cmd)
     }
 
+    /// `fulfillment keys <words…>` on the replicas' table; its standard output, trimmed.
+    pub fn keys(&self, words: &[&str]) -> String {
+        let output = self
+            .command("keys")
+            .args(words)
+            .args(["--backend", "aws"])
+            .output()
+            .expect("the binary runs");
+        assert!(
+            output.status.success(),
+            "keys {words:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// A new key for the principal `name` with `role`, made as an operator would.
+    pub fn keys_create(&self, name: &str, role: &str) -> String {
+        let key = self.keys(&["create", "--name", name, "--role", role]);
+        assert!(key.starts_with("fk_"), "a key on stdout: {key}");
+        key
+    }
+
     /// `fulfillment audit` with the replicas' settings.
     pub fn audit_command(&self) -> Command {
         self.on_the_backend("audit")

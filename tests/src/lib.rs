@@ -365,12 +365,16 @@ impl Server {
         Reply::read(response).await
     }
 
-    pub async fn stock(&self, sku: &str, available: u64) {
+    /// Stocks `available` units of `sku` priced at `price_cents` EUR in the catalog.
+    pub async fn stock(&self, sku: &str, available: u64, price_cents: u64) {
         let r = self
             .operator(
                 Method::PUT,
                 &format!("/inventory/{sku}"),
-                Some(&json!({ "available": available })),
+                Some(&json!({
+                    "available": available,
+                    "price": { "cents": price_cents, "currency": "EUR" },
+                })),
             )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text);
@@ -540,6 +544,18 @@ pub fn is_terminal(status: Option<&str>) -> bool {
         status,
         Some("COMPLETED" | "CANCELLED" | "COMPENSATION_FAILED")
     )
+}
+
+/// `order` without its lines' unit prices: priced by the catalog alone.
+pub fn unpriced(mut order: Value) -> Value {
+    if let Some(lines) = order["items"].as_array_mut() {
+        for line in lines {
+            if let Some(line) = line.as_object_mut() {
+                line.remove("unitPriceCents");
+            }
+        }
+    }
+    order
 }
 
 /// An order for `quantity` × `sku` at `unit_price_cents`, paid with `payment_method`.

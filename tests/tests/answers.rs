@@ -31,8 +31,8 @@ async fn the_front_door_points_at_the_docs_and_the_contract() {
 async fn an_order_reads_back_as_placed_with_its_lines_prices_and_status() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("book", 10).await;
-    server.stock("pen", 10).await;
+    server.stock("book", 10, 1_500).await;
+    server.stock("pen", 10, 250).await;
     let mut placed = order("readback-1", "book", 2, 1_500, "pm_card_visa");
     placed["items"]
         .as_array_mut()
@@ -87,7 +87,7 @@ async fn the_stock_list_pages_every_sku_once_with_an_opaque_cursor() {
     let server = Server::start(&db);
     let skus = ["amp", "bass", "cello", "drum", "flute"];
     for (i, sku) in skus.iter().enumerate() {
-        server.stock(sku, i as u64 + 1).await;
+        server.stock(sku, i as u64 + 1, 100).await;
     }
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -145,7 +145,7 @@ async fn decisions_answer_the_status_after_them_and_a_cancelled_order_shows_its_
 {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("piano", 2).await;
+    server.stock("piano", 2, 450_000).await;
     for id in ["decided-approve", "decided-reject"] {
         let r = server
             .place(&order(id, "piano", 1, 450_000, "pm_card_visa"))
@@ -213,7 +213,7 @@ async fn a_shipment_refused_after_the_charge_shows_the_refund_and_an_out_of_stoc
  {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("book", 1).await;
+    server.stock("book", 1, 1_500).await;
     let mut rejected = order("ship-refused", "book", 1, 1_500, "pm_card_visa");
     rejected["shippingAddress"]["postalCode"] = json!("00000");
     server.place(&rejected).await;
@@ -236,7 +236,7 @@ async fn a_shipment_refused_after_the_charge_shows_the_refund_and_an_out_of_stoc
 async fn a_stock_count_answers_where_every_unit_is() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("piano", 1).await;
+    server.stock("piano", 1, 9_000).await;
     server
         .place(&order("one-piano", "piano", 1, 9_000, "pm_card_visa"))
         .await;
@@ -252,7 +252,8 @@ async fn a_stock_count_answers_where_every_unit_is() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(
         r.json(),
-        json!({"sku": "piano", "available": 5, "reserved": 0, "shipped": 1, "stocked": 6})
+        json!({"sku": "piano", "available": 5, "reserved": 0, "shipped": 1, "stocked": 6,
+            "price": {"cents": 9_000, "currency": "EUR"}})
     );
     server.stop();
 }
@@ -297,7 +298,7 @@ fn commits(metrics: &str) -> (u64, u64, u64) {
 async fn an_idle_service_commits_nothing() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("book", 1).await;
+    server.stock("book", 1, 1_500).await;
     server
         .place(&order("before-idle", "book", 1, 1_500, "pm_card_visa"))
         .await;

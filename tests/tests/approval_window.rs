@@ -24,7 +24,7 @@ async fn a_decision_racing_the_approval_window_is_answered_as_it_ends() {
     let mut cmd = serve_command(&db);
     cmd.args(["--operator-token", TOKEN, "--approval-timeout", "2s"]);
     let server = Arc::new(Server::spawn(cmd));
-    server.stock("piano", u64::from(ORDERS)).await;
+    server.stock("piano", u64::from(ORDERS), 450_000).await;
 
     let ids: Vec<String> = (0..ORDERS).map(|i| format!("window-{i}")).collect();
     for id in &ids {

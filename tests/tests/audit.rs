@@ -7,14 +7,14 @@ use reqwest::StatusCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tests::{Audit, DEADLINE, Db, Server, TOKEN, audit_command, client, order};
+use tests::{Audit, DEADLINE, Db, Server, TOKEN, audit_command, client, order, serve_command};
 
 /// Runs the saga's paths to their ends: a small order, a large one approved, a declined card
 /// and a large one rejected (charged, then refunded); and one more large order left waiting
 /// for a decision (its token parked, its execution running).
 async fn run_the_saga(server: &Server) {
-    server.stock("audit-book", 10).await;
-    server.stock("audit-piano", 3).await;
+    server.stock("audit-book", 10, 1_500).await;
+    server.stock("audit-piano", 3, 450_000).await;
     for placed in [
         order("audit-small", "audit-book", 2, 1_500, "pm_card_visa"),
         order("audit-large", "audit-piano", 1, 450_000, "pm_card_visa"),
@@ -120,8 +120,11 @@ async fn the_audit_passes_a_kept_store_and_names_everything_tampered_with() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_audit_beside_a_busy_service_reports_nothing_the_saga_does_on_its_way() {
     let db = Db::new();
-    let server = Server::start(&db);
-    server.stock("busy-book", 1_000_000).await;
+    // Four loops place orders with one key as fast as they can: no rate limit, a busy store.
+    let mut cmd = serve_command(&db);
+    cmd.args(["--operator-token", TOKEN, "--rate-limit", "0"]);
+    let server = Server::spawn(cmd);
+    server.stock("busy-book", 1_000_000, 500).await;
     let stop = Arc::new(AtomicBool::new(false));
     let placed = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..4)

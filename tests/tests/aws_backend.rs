@@ -29,7 +29,7 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
     // The audit, beside the running replicas, finds the books the scenarios kept in order,
     // with one more order waiting for a decision: its execution running (DescribeExecution),
     // its parked token an open task (SendTaskHeartbeat).
-    a.stock("aws-cello", 1).await;
+    a.stock("aws-cello", 1, 250_000).await;
     let parked = order("aws-parked", "aws-cello", 1, 250_000, "pm_card_visa");
     assert_eq!(a.place(&parked).await.status, StatusCode::ACCEPTED);
     b.reaches("aws-parked", "AWAITING_APPROVAL").await;
@@ -75,7 +75,7 @@ async fn available(server: &Server, sku: &str) -> (u64, u64) {
 }
 
 async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
-    a.stock("aws-book", 5).await;
+    a.stock("aws-book", 5, 1_500).await;
     let placed = a
         .place(&order("aws-small", "aws-book", 2, 1_500, "pm_card_visa"))
         .await;
@@ -113,7 +113,7 @@ async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
 }
 
 async fn large_order_is_approved(stack: &AwsStack, a: &Server, b: &Server) {
-    a.stock("aws-piano", 1).await;
+    a.stock("aws-piano", 1, 450_000).await;
     let placed = a
         .place(&order("aws-large", "aws-piano", 1, 450_000, "pm_card_visa"))
         .await;
@@ -147,7 +147,7 @@ async fn large_order_is_approved(stack: &AwsStack, a: &Server, b: &Server) {
 }
 
 async fn declined_card_is_compensated(stack: &AwsStack, a: &Server, b: &Server) {
-    a.stock("aws-lamp", 3).await;
+    a.stock("aws-lamp", 3, 1_500).await;
     let placed = b
         .place(&order(
             "aws-declined",
@@ -173,7 +173,7 @@ async fn declined_card_is_compensated(stack: &AwsStack, a: &Server, b: &Server) 
 }
 
 async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Server) {
-    a.stock("aws-organ", 1).await;
+    a.stock("aws-organ", 1, 900_000).await;
     let placed = a
         .place(&order(
             "aws-rejected",
@@ -215,7 +215,7 @@ async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Serv
 }
 
 async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server, b: &Server) {
-    hasty.stock("aws-harp", 1).await;
+    hasty.stock("aws-harp", 1, 300_000).await;
     let placed = hasty
         .place(&order(
             "aws-expired",
@@ -247,7 +247,7 @@ async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server
 }
 
 async fn replays_and_conflicts(stack: &AwsStack, a: &Server, b: &Server) {
-    a.stock("aws-pen", 10).await;
+    a.stock("aws-pen", 10, 250).await;
     let pen = order("aws-replayed", "aws-pen", 1, 250, "pm_card_visa");
     let first = a.place(&pen).await;
     assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.text);
@@ -271,4 +271,145 @@ async fn replays_and_conflicts(stack: &AwsStack, a: &Server, b: &Server) {
     );
     assert_eq!(stack.stripe.charges_of("aws-replayed"), 1);
     assert_eq!(available(a, "aws-pen").await, (9, 0));
+}
+
+/// The trust boundaries with `--backend aws`, across two replicas: a client reads only its own
+/// orders and cannot decide any, a price not the catalog's is refused and leaves nothing, a key
+/// revoked in the table is refused by the replica that had it cached within ten seconds, and a
+/// client past its rate is refused while another is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
+    let stack = AwsStack::start().await;
+    let limited = ["--rate-limit", "1", "--rate-limit-burst", "10"];
+    let a = stack.replica(&limited);
+    let b = stack.replica(&limited);
+    let alice = stack.keys_create("alice-shop", "client");
+    let alice_spare = stack.keys_create("alice-shop", "client");
+    let bob = stack.keys_create("bob-shop", "client");
+    a.stock("aws-trust-book", 5, 1_500).await;
+
+    // Alice's order is hers: Bob gets what an unknown id gets, on either replica, and his
+    // placing the same id tells him nothing of it.
+    let mine = order("aws-alice-1", "aws-trust-book", 1, 1_500, "pm_card_visa");
+    let placed = a.place_as(&mine, &alice).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let seen = b
+        .send(
+            Method::GET,
+            "/orders/aws-alice-1/status",
+            None,
+            Some(&alice_spare),
+        )
+        .await;
+    assert_eq!(
+        seen.status,
+        StatusCode::OK,
+        "any of alice's keys: {}",
+        seen.text
+    );
+    for (server, path) in [
+        (&a, "/orders/aws-alice-1"),
+        (&b, "/orders/aws-alice-1/status"),
+    ] {
+        let r = server.send(Method::GET, path, None, Some(&bob)).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {}", r.text);
+        assert_eq!(r.problem().as_deref(), Some("order-not-found"));
+    }
+    let decided = b
+        .send(
+            Method::POST,
+            "/orders/aws-alice-1/approval",
+            Some(&json!({"decision": "reject"})),
+            Some(&bob),
+        )
+        .await;
+    assert_eq!(decided.status, StatusCode::FORBIDDEN, "{}", decided.text);
+    let taken = b.place_as(&mine, &bob).await;
+    assert_eq!(taken.status, StatusCode::CONFLICT, "{}", taken.text);
+    assert_eq!(taken.problem().as_deref(), Some("order-id-taken"));
+    assert!(!taken.text.contains("alice-shop"), "{}", taken.text);
+
+    // A price the catalog does not say: refused, nothing stored on either replica.
+    let cheap = order("aws-cheap", "aws-trust-book", 3, 1, "pm_card_visa");
+    let refused = b.place_as(&cheap, &alice).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.problem().as_deref(), Some("price-mismatch"));
+    let none = a.request(Method::GET, "/orders/aws-cheap", None).await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.text);
+    let (available, reserved) = available(&a, "aws-trust-book").await;
+    assert!(available + reserved == 5, "the refusal took no stock");
+
+    // Revoked in the table: replica b, which checked the spare key a moment ago, refuses it
+    // within ten seconds; replica a, which never saw it, at once.
+    let spare_id = alice_spare.split('_').nth(1).unwrap();
+    stack.keys(&["revoke", spare_id]);
+    let refused_now = a
+        .send(
+            Method::GET,
+            "/orders/aws-alice-1/status",
+            None,
+            Some(&alice_spare),
+        )
+        .await;
+    assert_eq!(
+        refused_now.status,
+        StatusCode::UNAUTHORIZED,
+        "{}",
+        refused_now.text
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = b
+            .send(
+                Method::GET,
+                "/orders/aws-alice-1/status",
+                None,
+                Some(&alice_spare),
+            )
+            .await;
+        if r.status == StatusCode::UNAUTHORIZED {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "still served: {}",
+            r.text
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+
+    // Alice past her rate on replica a is refused; Bob is served there in full meanwhile.
+    let mut refusal = None;
+    for _ in 0..60 {
+        let r = a.send(Method::GET, "/inventory", None, Some(&alice)).await;
+        if r.status != StatusCode::OK {
+            refusal = Some(r);
+            break;
+        }
+    }
+    let refusal = refusal.expect("alice is refused past her burst");
+    assert_eq!(
+        refusal.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "{}",
+        refusal.text
+    );
+    assert!(
+        refusal.header("retry-after").is_some(),
+        "{:?}",
+        refusal.headers
+    );
+    for n in 0..10 {
+        let r = a.send(Method::GET, "/inventory", None, Some(&bob)).await;
+        assert_eq!(r.status, StatusCode::OK, "bob's request {n}: {}", r.text);
+    }
+
+    for replica in [a, b] {
+        replica.stop();
+    }
 }

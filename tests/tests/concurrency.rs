@@ -11,7 +11,7 @@ use tests::{Db, Server, order};
 async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once() {
     let db = Db::new();
     let server = Arc::new(Server::start(&db));
-    server.stock("book", 10).await;
+    server.stock("book", 10, 2_500).await;
     let body = Arc::new(order("race-1", "book", 1, 2_500, "pm_card_visa"));
 
     let replies: Vec<_> = (0..50)
@@ -73,7 +73,7 @@ async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once()
 async fn twenty_concurrent_decisions_apply_exactly_one() {
     let db = Db::new();
     let server = Arc::new(Server::start(&db));
-    server.stock("piano", 1).await;
+    server.stock("piano", 1, 450_000).await;
     let placed = server
         .place(&order("race-big", "piano", 1, 450_000, "pm_card_visa"))
         .await;
@@ -134,7 +134,7 @@ async fn twenty_concurrent_decisions_apply_exactly_one() {
 async fn forty_concurrent_orders_for_five_units_ship_five_and_never_oversell() {
     let db = Db::new();
     let server = Arc::new(Server::start(&db));
-    server.stock("last-ones", 5).await;
+    server.stock("last-ones", 5, 2_000).await;
 
     let placed: Vec<_> = (0..40)
         .map(|i| {

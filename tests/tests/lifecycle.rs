@@ -25,8 +25,8 @@ const MIXED: [(&str, &str); 4] = [
 async fn sigterm_under_load_answers_or_refuses_cleanly_and_strands_no_task() {
     let db = Db::new();
     let mut server = Server::start(&db);
-    server.stock("book", 10_000).await;
-    server.stock("piano", 4).await;
+    server.stock("book", 10_000, 1_000).await;
+    server.stock("piano", 4, 450_000).await;
     // Parked approvals at the stop: their tokens must survive it.
     let mut accepted = Vec::new();
     for i in 0..4 {
@@ -162,8 +162,8 @@ async fn sigterm_under_load_answers_or_refuses_cleanly_and_strands_no_task() {
 async fn an_order_in_flight_at_a_restart_completes_after_it() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("piano", 1).await;
-    server.stock("book", 5).await;
+    server.stock("piano", 1, 450_000).await;
+    server.stock("book", 5, 1_500).await;
     let large = order("restart-large", "piano", 1, 450_000, "pm_card_visa");
     assert_eq!(server.place(&large).await.status, StatusCode::ACCEPTED);
     server.reaches("restart-large", "AWAITING_APPROVAL").await;
@@ -193,8 +193,8 @@ async fn an_order_in_flight_at_a_restart_completes_after_it() {
 async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("SKU-A", 2).await;
-    server.stock("SKU-B", 2).await;
+    server.stock("SKU-A", 2, 1_000).await;
+    server.stock("SKU-B", 2, 999).await;
     let before = order("queued-before", "SKU-B", 1, 999, "pm_card_visa");
     let placed = server.place(&before).await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
@@ -410,7 +410,7 @@ fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
 async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on() {
     let db = Db::new();
     let server = Server::start(&db);
-    server.stock("book", 3).await;
+    server.stock("book", 3, 1_000).await;
     let mut second = serve_command(&db)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

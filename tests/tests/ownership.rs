@@ -15,8 +15,8 @@ async fn a_client_sees_and_acts_on_its_own_orders_only() {
     let alice = keys_create(&db, "alice-shop", "client");
     let bob = keys_create(&db, "bob-shop", "client");
     let grace = keys_create(&db, "grace", "operator");
-    server.stock("book", 10).await;
-    server.stock("piano", 1).await;
+    server.stock("book", 10, 1_500).await;
+    server.stock("piano", 1, 450_000).await;
 
     let placed = server
         .place_as(&order("alice-1", "book", 1, 1_500, "pm_card_visa"), &alice)
@@ -152,7 +152,7 @@ async fn a_revoked_key_is_refused_within_seconds_and_the_principal_s_other_key_g
     let server = Server::start(&db);
     let old = keys_create(&db, "rotating-shop", "client");
     let new = keys_create(&db, "rotating-shop", "client");
-    server.stock("book", 5).await;
+    server.stock("book", 5, 1_500).await;
     server
         .place_as(&order("rot-1", "book", 1, 1_500, "pm_card_visa"), &old)
         .await;

@@ -87,8 +87,8 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
     answers.push(r.text);
 
     // A charge, a declined card, and an outage the charge step retries through.
-    server.stock("book", 10).await;
-    misconfigured.stock("book", 10).await;
+    server.stock("book", 10, 1_500).await;
+    misconfigured.stock("book", 10, 1_500).await;
     for (id, method) in [("paid", "pm_card_visa"), ("declined", PM_DECLINED)] {
         let placed = server.place(&order(id, "book", 1, 1_500, method)).await;
         assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);

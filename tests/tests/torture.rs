@@ -70,7 +70,8 @@ async fn every_order_ends_consistently_through_random_sigkills() {
         ])
     }));
     for (sku, units) in &workload.stock {
-        let body = json!({ "available": units });
+        let price = workload.prices[sku];
+        let body = json!({ "available": units, "price": { "cents": price, "currency": "EUR" } });
         let stocked = service
             .call(Method::PUT, &format!("/inventory/{sku}"), Some(&body))
             .await;

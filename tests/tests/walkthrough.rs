@@ -4,7 +4,7 @@
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tests::{Db, Server, keys_create, order};
+use tests::{Db, Server, keys_create, order, unpriced};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_walk_through_works_over_http() {
@@ -30,11 +30,11 @@ async fn the_readme_walk_through_works_over_http() {
         "{}",
         anonymous.text
     );
-    server.stock("book", 10).await;
-    server.stock("piano", 1).await;
+    server.stock("book", 10, 1_500).await;
+    server.stock("piano", 1, 450_000).await;
 
-    // A small order runs to completion on its own.
-    let small = order("walk-small", "book", 2, 1_500, "pm_card_visa");
+    // A small order, priced by the catalog, runs to completion on its own.
+    let small = unpriced(order("walk-small", "book", 2, 1_500, "pm_card_visa"));
     let placed = server.place_as(&small, &shop).await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     assert!(!placed.replayed());
@@ -49,8 +49,27 @@ async fn the_readme_walk_through_works_over_http() {
         .await;
     assert_eq!(placed_order.json()["items"][0]["lineTotalCents"], 3_000);
 
+    // A price the catalog does not say is refused, naming the line, and stores nothing.
+    let cheap = order("walk-cheap", "book", 60, 1, "pm_card_visa");
+    let refused = server.place_as(&cheap, &shop).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.problem().as_deref(), Some("price-mismatch"));
+    assert_eq!(
+        refused.json()["errors"][0]["field"],
+        "/items/0/unitPriceCents"
+    );
+    let missing = server
+        .send(Method::GET, "/orders/walk-cheap", None, Some(&shop))
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.text);
+
     // A large order waits for an operator, who approves it.
-    let large = order("walk-large", "piano", 1, 450_000, "pm_card_visa");
+    let large = unpriced(order("walk-large", "piano", 1, 450_000, "pm_card_visa"));
     let placed = server.place_as(&large, &shop).await;
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     server.reaches("walk-large", "AWAITING_APPROVAL").await;
@@ -88,7 +107,13 @@ async fn the_readme_walk_through_works_over_http() {
     );
 
     // A declined card is compensated: the order is cancelled with the reason, stock released.
-    let declined = order("walk-declined", "book", 1, 1_500, "pm_card_chargeDeclined");
+    let declined = unpriced(order(
+        "walk-declined",
+        "book",
+        1,
+        1_500,
+        "pm_card_chargeDeclined",
+    ));
     assert_eq!(
         server.place_as(&declined, &shop).await.status,
         StatusCode::ACCEPTED
@@ -130,8 +155,10 @@ async fn the_readme_walk_through_works_over_http() {
     assert_eq!(
         all.json(),
         json!({"items": [
-            {"sku": "book", "available": 8, "reserved": 0, "shipped": 2, "stocked": 10},
-            {"sku": "piano", "available": 0, "reserved": 0, "shipped": 1, "stocked": 1},
+            {"sku": "book", "available": 8, "reserved": 0, "shipped": 2, "stocked": 10,
+                "price": {"cents": 1_500, "currency": "EUR"}},
+            {"sku": "piano", "available": 0, "reserved": 0, "shipped": 1, "stocked": 1,
+                "price": {"cents": 450_000, "currency": "EUR"}},
         ], "nextCursor": null})
     );
 

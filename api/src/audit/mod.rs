@@ -181,6 +181,7 @@ mod tests {
             reserved,
             shipped: 0,
             stocked: Some(10 + reserved),
+            price: None,
         }
     }
 

@@ -518,6 +518,7 @@ mod tests {
             reserved,
             shipped,
             stocked,
+            price: None,
         }
     }
 

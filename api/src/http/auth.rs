@@ -4,9 +4,13 @@
 //! orders) or an operator (a person). `--operator-token` is one more operator key, named
 //! [`BOOTSTRAP_OPERATOR`]. Nothing else a request carries (a query parameter, another scheme or
 //! header, an order id or execution ARN) authorises it.
+//!
+//! Every authenticated request then takes one token from its key's bucket, and failed
+//! authentications count against the caller's address ([`super::rate_limit`]).
 
 use super::AppState;
 use super::problem::{Problem, ProblemKind};
+use super::rate_limit::{RateLimitSettings, RateLimits, too_many};
 use crate::keys::key_hash;
 use axum::extract::FromRequestParts;
 use axum::http::{header, request::Parts};
@@ -23,11 +27,15 @@ const TOUCH_EVERY: Duration = Duration::from_secs(60);
 /// The principal `--operator-token` authenticates as.
 pub const BOOTSTRAP_OPERATOR: &str = "operator";
 
-/// Who is calling: the principal of the key presented.
+/// The key id `--operator-token` counts as (in its rate limit).
+const BOOTSTRAP_KEY_ID: &str = "operator-token";
+
+/// Who is calling: the principal of the key presented, and which of its keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub principal: String,
     pub role: Role,
+    pub key_id: String,
 }
 
 impl Caller {
@@ -45,10 +53,20 @@ pub struct Authenticator {
     cache: moka::future::Cache<String, Option<ApiKey>>,
     /// Keys whose last use was written lately.
     touched: moka::future::Cache<String, ()>,
+    limits: RateLimits,
 }
 
 impl Authenticator {
+    /// An authenticator with the default rate limits.
     pub fn new(keys: Arc<dyn KeyRepository>, bootstrap: Option<&str>) -> Authenticator {
+        Authenticator::with_limits(keys, bootstrap, &RateLimitSettings::default())
+    }
+
+    pub fn with_limits(
+        keys: Arc<dyn KeyRepository>,
+        bootstrap: Option<&str>,
+        limits: &RateLimitSettings,
+    ) -> Authenticator {
         Authenticator {
             keys,
             bootstrap: bootstrap.map(|t| key_hash(t.as_bytes())),
@@ -60,20 +78,41 @@ impl Authenticator {
                 .max_capacity(100_000)
                 .time_to_live(TOUCH_EVERY)
                 .build(),
+            limits: RateLimits::new(limits),
         }
+    }
+
+    /// The bootstrap operator, if `hash` is `--operator-token`'s.
+    fn bootstrap(&self, hash: &str) -> Option<Caller> {
+        let bootstrap = self.bootstrap.as_ref()?;
+        // Hashes of equal length, compared in constant time.
+        bool::from(hash.as_bytes().ct_eq(bootstrap.as_bytes())).then(|| Caller {
+            principal: BOOTSTRAP_OPERATOR.to_owned(),
+            role: Role::Operator,
+            key_id: BOOTSTRAP_KEY_ID.to_owned(),
+        })
+    }
+
+    /// The caller `presented` authenticates as from what this replica has checked lately,
+    /// without asking the store; `None` when it has not (or the key is unknown or revoked).
+    pub async fn cached(&self, presented: &[u8]) -> Option<Caller> {
+        let hash = key_hash(presented);
+        if let Some(caller) = self.bootstrap(&hash) {
+            return Some(caller);
+        }
+        let key = self.cache.get(&hash).await.flatten()?;
+        key.revoked_at.is_none().then(|| Caller {
+            principal: key.principal,
+            role: key.role,
+            key_id: key.key_id,
+        })
     }
 
     /// The caller `presented` authenticates, or `None` (unknown or revoked key).
     pub async fn authenticate(&self, presented: &[u8]) -> Result<Option<Caller>, StoreError> {
         let hash = key_hash(presented);
-        if let Some(bootstrap) = &self.bootstrap {
-            // Hashes of equal length, compared in constant time.
-            if bool::from(hash.as_bytes().ct_eq(bootstrap.as_bytes())) {
-                return Ok(Some(Caller {
-                    principal: BOOTSTRAP_OPERATOR.to_owned(),
-                    role: Role::Operator,
-                }));
-            }
+        if let Some(caller) = self.bootstrap(&hash) {
+            return Ok(Some(caller));
         }
         let keys = self.keys.clone();
         let found = self
@@ -97,7 +136,43 @@ impl Authenticator {
         Ok(Some(Caller {
             principal: key.principal,
             role: key.role,
+            key_id: key.key_id,
         }))
+    }
+
+    /// The caller of a request presenting `presented`, within the rate limits: an address over
+    /// its failed authentications is served only from the cache (`429` otherwise, before any
+    /// lookup), a failure counts against the address, and a key over its rate is `429`.
+    async fn admit(&self, parts: &Parts, presented: &[u8]) -> Result<Caller, Problem> {
+        let address = self.limits.address(parts);
+        let caller = match self.limits.blocked(address).await {
+            Some(wait) => self.cached(presented).await.ok_or_else(|| {
+                too_many(
+                    wait,
+                    "too many failed authentications from this address; retry later",
+                )
+            })?,
+            None => match self.authenticate(presented).await {
+                Ok(Some(caller)) => caller,
+                Ok(None) => {
+                    return Err(match self.limits.failed(address).await {
+                        Some(wait) => too_many(
+                            wait,
+                            "too many failed authentications from this address; retry later",
+                        ),
+                        None => unauthorized(),
+                    });
+                }
+                Err(e) => return Err(Problem::backend(&e, e.is_transient())),
+            },
+        };
+        self.limits.check_key(&caller.key_id).map_err(|wait| {
+            too_many(
+                wait,
+                "this key sends requests faster than its rate limit; retry later",
+            )
+        })?;
+        Ok(caller)
     }
 }
 
@@ -130,11 +205,7 @@ impl FromRequestParts<AppState> for Caller {
         let Some(presented) = bearer(parts) else {
             return Err(unauthorized());
         };
-        match state.auth.authenticate(presented).await {
-            Ok(Some(caller)) => Ok(caller),
-            Ok(None) => Err(unauthorized()),
-            Err(e) => Err(Problem::backend(&e, e.is_transient())),
-        }
+        state.auth.admit(parts, presented).await
     }
 }
 
@@ -179,7 +250,8 @@ mod tests {
             caller,
             Some(Caller {
                 principal: "shop".to_owned(),
-                role: Role::Client
+                role: Role::Client,
+                key_id: key.key_id.clone(),
             })
         );
         let boot = auth

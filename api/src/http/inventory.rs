@@ -1,4 +1,5 @@
-//! Stock levels: `PUT /inventory/{sku}` sets what is available (an operator's stock count),
+//! Stock levels and the catalog: `PUT /inventory/{sku}` sets what is available (an operator's
+//! stock count) and what one unit costs (the catalog price orders are charged at),
 //! `GET /inventory/{sku}` reads one SKU and `GET /inventory` lists them all, a page at a time.
 
 use super::AppState;
@@ -14,15 +15,32 @@ use serde::{Deserialize, Serialize};
 use store::StockLevel;
 use utoipa::{IntoParams, ToSchema};
 
-/// An operator's stock count: the units on the shelf that orders may reserve. Units already
-/// reserved by orders in progress, or shipped, are not part of it (they stay as they are).
+/// An operator's stock count, catalog price, or both (at least one). What is left out stays as
+/// it was.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code)] // documents the body; the handler validates the JSON by hand
 pub struct StockCount {
-    /// Units available to reserve from now on.
-    #[schema(minimum = 0, maximum = 1000000000, example = 10)]
-    pub available: u64,
+    /// Units on the shelf that orders may reserve from now on. Units already reserved by
+    /// orders in progress, or shipped, are not part of it (they stay as they are).
+    #[schema(minimum = 0, maximum = 1000000000, example = 10, nullable = false)]
+    pub available: Option<u64>,
+    /// The catalog price of one unit: what new orders are charged. Orders placed before keep
+    /// the price they were placed at. Only orders in its currency can buy the SKU.
+    #[schema(nullable = false)]
+    pub price: Option<CatalogPrice>,
+}
+
+/// A catalog price: one unit of a SKU.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogPrice {
+    /// One unit, in the currency's minor unit.
+    #[schema(minimum = 0, maximum = 100000000, example = 2500)]
+    pub cents: u64,
+    /// ISO 4217.
+    #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
+    pub currency: String,
 }
 
 /// The stock of one SKU. Every unit is in exactly one of `available`, `reserved` and `shipped`,
@@ -44,6 +62,9 @@ pub struct Stock {
     /// last counted before it was kept (its next count records it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stocked: Option<u64>,
+    /// The catalog price of one unit; null until an operator sets one (the SKU cannot be
+    /// ordered until then).
+    pub price: Option<CatalogPrice>,
 }
 
 /// A page of SKUs (in SKU order on the embedded backend; in the table's order on AWS).
@@ -75,11 +96,18 @@ impl From<StockLevel> for Stock {
             reserved: s.reserved,
             shipped: s.shipped,
             stocked: s.stocked,
+            price: s.price.map(|p| CatalogPrice {
+                cents: p.cents,
+                currency: p.currency,
+            }),
         }
     }
 }
 
-/// Set the available stock of a SKU.
+/// Count and price a SKU.
+///
+/// Sets the units available to reserve, the catalog price, or both. A SKU not stocked before
+/// starts with what is given (nothing available when only priced).
 #[utoipa::path(
     put,
     path = "/inventory/{sku}",
@@ -98,7 +126,7 @@ impl From<StockLevel> for Stock {
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An invalid SKU or count, listed in `errors`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An invalid SKU, count or price, or neither a count nor a price, listed in `errors`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -113,18 +141,22 @@ pub async fn put_stock(
     if let Some(m) = sku_error(&sku) {
         errors.push(FieldError::new("sku", m));
     }
-    let available = validate::stock_count(&body)
+    let change = validate::stock_change(&body)
         .map_err(|e| errors.extend(e))
         .ok();
-    let Some(available) = available.filter(|_| errors.is_empty()) else {
+    let Some(change) = change.filter(|_| errors.is_empty()) else {
         return Err(Problem::validation(errors));
     };
     let level = state
         .inventory
-        .set_available(&sku, available)
+        .set_stock(&sku, change.available, change.price.as_ref())
         .await
         .map_err(|e| Problem::backend(&e, e.is_transient()))?;
-    tracing::info!(available, "stock set");
+    tracing::info!(
+        available = ?change.available,
+        price = ?change.price,
+        "stock set"
+    );
     Ok(Json(level.into()))
 }
 

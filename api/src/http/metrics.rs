@@ -140,6 +140,8 @@ pub enum OrderOutcome {
     Accepted,
     Replayed,
     Conflict,
+    /// Refused because the catalog cannot price its lines as asked.
+    Mispriced,
 }
 
 impl Metrics {
@@ -218,6 +220,7 @@ impl Metrics {
             OrderOutcome::Accepted => "accepted",
             OrderOutcome::Replayed => "replayed",
             OrderOutcome::Conflict => "conflict",
+            OrderOutcome::Mispriced => "mispriced",
         };
         self.0
             .orders

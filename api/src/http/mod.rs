@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod orders;
 pub mod problem;
+pub mod rate_limit;
 pub mod server;
 pub mod validate;
 

@@ -34,6 +34,68 @@ impl Modify for Security {
     }
 }
 
+/// `429` on every operation that takes an API key: each key has a rate limit, and an address
+/// guessing keys is throttled (see `rate_limit`).
+struct RateLimited;
+
+impl Modify for RateLimited {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder, Type};
+        let response = ResponseBuilder::new()
+            .description(
+                "Past the key's rate limit, or too many failed authentications from this                  address (`rate-limited`); retry after `Retry-After`",
+            )
+            .header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(utoipa::openapi::schema::Object::with_type(Type::Integer))
+                    .description(Some("Seconds to wait before the next request"))
+                    .build(),
+            )
+            .content(
+                super::problem::PROBLEM_JSON,
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("Problem")))
+                    .build(),
+            )
+            .build();
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
+                    operation
+                        .responses
+                        .responses
+                        .insert("429".to_owned(), response.clone().into());
+                }
+            }
+        }
+    }
+}
+
+/// `StockCount` sets at least one of its fields: `minProperties: 1`. (utoipa 5.5's derive
+/// writes `min_properties` on a struct as `maxProperties`, so it is set here.)
+struct StockCountSetsSomething;
+
+impl Modify for StockCountSetsSomething {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{RefOr, Schema};
+        let schemas = openapi.components.as_mut().map(|c| &mut c.schemas);
+        if let Some(RefOr::T(Schema::Object(object))) =
+            schemas.and_then(|s| s.get_mut("StockCount"))
+        {
+            object.min_properties = Some(1);
+            object.max_properties = None;
+        }
+    }
+}
+
 /// Lists every problem type in the description of the `Problem` schema's `type`.
 struct ProblemTypes;
 
@@ -83,7 +145,7 @@ impl Modify for ProblemTypes {
         openapi_json,
     ),
     components(schemas(Problem, FieldError)),
-    modifiers(&Security, &ProblemTypes),
+    modifiers(&Security, &RateLimited, &StockCountSetsSomething, &ProblemTypes),
     tags(
         (name = "orders", description = "Placing orders and watching their sagas"),
         (name = "operator", description = "Operator actions (bearer token)"),
@@ -129,5 +191,33 @@ mod tests {
         let json = serde_json::to_value(super::document()).unwrap();
         assert!(json["openapi"].as_str().unwrap().starts_with("3.1"));
         assert!(json["components"]["securitySchemes"]["apiKey"].is_object());
+    }
+
+    #[test]
+    fn a_stock_change_sets_at_least_one_field() {
+        let json = serde_json::to_value(super::document()).unwrap();
+        let schema = &json["components"]["schemas"]["StockCount"];
+        assert_eq!(schema["minProperties"], 1, "{schema}");
+        assert!(schema.get("maxProperties").is_none(), "{schema}");
+    }
+
+    #[test]
+    fn every_operation_with_a_key_may_be_rate_limited_and_no_other() {
+        let json = serde_json::to_value(super::document()).unwrap();
+        for (path, item) in json["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let secured = operation["security"]
+                    .as_array()
+                    .is_some_and(|s| !s.is_empty());
+                let limited = &operation["responses"]["429"];
+                assert_eq!(limited.is_object(), secured, "{method} {path}");
+                if secured {
+                    assert!(
+                        limited["headers"]["Retry-After"].is_object(),
+                        "{method} {path}"
+                    );
+                }
+            }
+        }
     }
 }

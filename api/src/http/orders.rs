@@ -9,6 +9,7 @@ use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
 use crate::orders::{IntakeError, Placed};
+use crate::pricing::{LineProblem, Mispriced};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -39,9 +40,11 @@ pub struct OrderLine {
     pub sku: String,
     #[schema(minimum = 1, maximum = 10000, example = 1)]
     pub quantity: u32,
-    /// Price of one unit in the currency's minor unit.
-    #[schema(minimum = 0, maximum = 100000000, example = 2500)]
-    pub unit_price_cents: u64,
+    /// The price of one unit the caller expects, in the currency's minor unit. Optional: the
+    /// order is priced from the catalog; when given, it must be the catalog's price
+    /// (`price-mismatch` otherwise).
+    #[schema(minimum = 0, maximum = 100000000, example = 2500, nullable = false)]
+    pub unit_price_cents: Option<u64>,
 }
 
 /// Where the order ships to.
@@ -461,7 +464,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields (`validation-failed`), or lines the catalog cannot price as asked: a SKU without a price (`sku-not-priced`), priced in another currency (`currency-mismatch`), or a `unitPriceCents` that is not the catalog's (`price-mismatch`); each listed in `errors`, nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable; retry after `Retry-After`", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -476,6 +479,7 @@ pub async fn place(
         Err(errors) => return Problem::validation(errors).into_response(),
     };
     let id = request.order_id.clone();
+    let currency = request.currency.clone();
     Span::current().record("order_id", id.as_str());
     match state.intake.place(request, &caller.principal).await {
         Ok(Placed::Accepted(order)) => {
@@ -506,11 +510,44 @@ pub async fn place(
             )
             .into_response()
         }
+        Err(IntakeError::Mispriced(lines)) => {
+            state.metrics.order(OrderOutcome::Mispriced);
+            mispriced(&lines, &currency).into_response()
+        }
         Err(IntakeError::AmountOverflow) => {
             Problem::validation(vec![FieldError::new("/items", "the order total overflows")])
                 .into_response()
         }
         Err(e) => Problem::backend(&e, e.is_transient()).into_response(),
+    }
+}
+
+/// 422 for lines the catalog cannot price as asked, each named in `errors`. The type is the
+/// gravest problem among them: a SKU without a price, then one in another currency, then a
+/// price that is not the catalog's.
+fn mispriced(lines: &[Mispriced], currency: &str) -> Problem {
+    let kind = if lines.iter().any(|l| l.problem == LineProblem::NotPriced) {
+        ProblemKind::SkuNotPriced
+    } else if lines
+        .iter()
+        .any(|l| matches!(l.problem, LineProblem::OtherCurrency { .. }))
+    {
+        ProblemKind::CurrencyMismatch
+    } else {
+        ProblemKind::PriceMismatch
+    };
+    let detail = match lines.len() {
+        1 => "1 line cannot be priced from the catalog; nothing was stored".to_owned(),
+        n => format!("{n} lines cannot be priced from the catalog; nothing was stored"),
+    };
+    Problem {
+        errors: Some(
+            lines
+                .iter()
+                .map(|l| FieldError::new(l.pointer(), l.message(currency)))
+                .collect(),
+        ),
+        ..Problem::new(kind, detail)
     }
 }
 

@@ -22,6 +22,9 @@ pub enum ProblemKind {
     MalformedJson,
     InvalidRequest,
     ValidationFailed,
+    PriceMismatch,
+    SkuNotPriced,
+    CurrencyMismatch,
     Unauthorized,
     Forbidden,
     NotFound,
@@ -36,6 +39,7 @@ pub enum ProblemKind {
     ApprovalConflict,
     NotAwaitingApproval,
     ApprovalExpired,
+    RateLimited,
     ServiceUnavailable,
     NotReady,
     Timeout,
@@ -43,10 +47,13 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 21] = [
+    pub const ALL: [ProblemKind; 25] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
+        ProblemKind::PriceMismatch,
+        ProblemKind::SkuNotPriced,
+        ProblemKind::CurrencyMismatch,
         ProblemKind::Unauthorized,
         ProblemKind::Forbidden,
         ProblemKind::NotFound,
@@ -61,6 +68,7 @@ impl ProblemKind {
         ProblemKind::ApprovalConflict,
         ProblemKind::NotAwaitingApproval,
         ProblemKind::ApprovalExpired,
+        ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::NotReady,
         ProblemKind::Timeout,
@@ -72,6 +80,9 @@ impl ProblemKind {
             ProblemKind::MalformedJson => "malformed-json",
             ProblemKind::InvalidRequest => "invalid-request",
             ProblemKind::ValidationFailed => "validation-failed",
+            ProblemKind::PriceMismatch => "price-mismatch",
+            ProblemKind::SkuNotPriced => "sku-not-priced",
+            ProblemKind::CurrencyMismatch => "currency-mismatch",
             ProblemKind::Unauthorized => "unauthorized",
             ProblemKind::Forbidden => "forbidden",
             ProblemKind::NotFound => "not-found",
@@ -86,6 +97,7 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "approval-conflict",
             ProblemKind::NotAwaitingApproval => "not-awaiting-approval",
             ProblemKind::ApprovalExpired => "approval-expired",
+            ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::NotReady => "not-ready",
             ProblemKind::Timeout => "timeout",
@@ -98,6 +110,9 @@ impl ProblemKind {
             ProblemKind::MalformedJson => "Malformed JSON body",
             ProblemKind::InvalidRequest => "Invalid request",
             ProblemKind::ValidationFailed => "The request is not valid",
+            ProblemKind::PriceMismatch => "A price is not the catalog's",
+            ProblemKind::SkuNotPriced => "A SKU has no price",
+            ProblemKind::CurrencyMismatch => "A SKU is priced in another currency",
             ProblemKind::Unauthorized => "Authentication required",
             ProblemKind::Forbidden => "An operator key is required",
             ProblemKind::NotFound => "Not found",
@@ -112,6 +127,7 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "Another decision was made",
             ProblemKind::NotAwaitingApproval => "Order is not awaiting approval",
             ProblemKind::ApprovalExpired => "Approval window expired",
+            ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::NotReady => "Service not ready",
             ProblemKind::Timeout => "Request timed out",
@@ -122,7 +138,11 @@ impl ProblemKind {
     pub fn status(self) -> StatusCode {
         match self {
             ProblemKind::MalformedJson | ProblemKind::InvalidRequest => StatusCode::BAD_REQUEST,
-            ProblemKind::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::ValidationFailed
+            | ProblemKind::PriceMismatch
+            | ProblemKind::SkuNotPriced
+            | ProblemKind::CurrencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ProblemKind::Forbidden => StatusCode::FORBIDDEN,
             ProblemKind::NotFound | ProblemKind::OrderNotFound | ProblemKind::SkuNotFound => {
@@ -159,6 +179,7 @@ impl ProblemKind {
             StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemKind::UnsupportedMediaType,
             StatusCode::UNPROCESSABLE_ENTITY => ProblemKind::ValidationFailed,
+            StatusCode::TOO_MANY_REQUESTS => ProblemKind::RateLimited,
             StatusCode::REQUEST_TIMEOUT => ProblemKind::BodyTimeout,
             // Handlers answer 503 with a problem; a bare one is the timeout layer's.
             StatusCode::SERVICE_UNAVAILABLE => ProblemKind::Timeout,

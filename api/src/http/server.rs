@@ -7,7 +7,10 @@
 //! forever.
 
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::serve::Listener;
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -15,6 +18,7 @@ use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tower::ServiceExt as _;
 
 /// The largest request header block (request line and every header) accepted; larger ones are
 /// answered `431 Request Header Fields Too Large` and the connection is closed. Browsers' and
@@ -51,7 +55,13 @@ pub async fn serve(
             accepted = Listener::accept(&mut listener) => accepted,
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(router.clone());
+        // The peer's address, for the failed-authentication limit (see `rate_limit`).
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut request: Request<Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(remote));
+                request
+            },
+        ));
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

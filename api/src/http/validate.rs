@@ -2,9 +2,10 @@
 //! by its JSON pointer: a missing field, a wrong type, a value out of range, an unknown field.
 
 use super::problem::FieldError;
-use crate::orders::{OrderRequest, total_cents};
+use crate::orders::OrderRequest;
+use crate::pricing::RequestedLine;
 use serde_json::{Map, Value};
-use store::{Address, Decision, LineItem, OrderId};
+use store::{Address, Decision, OrderId, Price};
 
 /// Lines per order. Every line's SKU is written in the reservation's one DynamoDB transaction
 /// (at most 100 actions, the reservation record among them), so this stays well below that.
@@ -210,9 +211,6 @@ pub fn order_request(body: &Value) -> Result<OrderRequest, Vec<FieldError>> {
         (Some(order_id), Some(customer_id), Some(items), Some(currency), Some(pm), Some(addr))
             if e.0.is_empty() =>
         {
-            if total_cents(&items).is_none() {
-                return Err(vec![FieldError::new("/items", "the order total overflows")]);
-            }
             Ok(OrderRequest {
                 order_id,
                 customer_id,
@@ -226,7 +224,7 @@ pub fn order_request(body: &Value) -> Result<OrderRequest, Vec<FieldError>> {
     }
 }
 
-fn items(e: &mut Errors, at: &str, value: &Value) -> Option<Vec<LineItem>> {
+fn items(e: &mut Errors, at: &str, value: &Value) -> Option<Vec<RequestedLine>> {
     let Some(list) = value.as_array() else {
         e.add(at, "must be an array");
         return None;
@@ -259,11 +257,16 @@ fn items(e: &mut Errors, at: &str, value: &Value) -> Option<Vec<LineItem>> {
         let quantity = e
             .member(&at, o, "quantity")
             .and_then(|(at, v)| e.integer(&at, v, 1, MAX_QUANTITY));
-        let price = e
-            .member(&at, o, "unitPriceCents")
-            .and_then(|(at, v)| e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS));
+        // Optional: the price the caller expects, checked against the catalog's.
+        let price = match o.get("unitPriceCents") {
+            None => Some(None),
+            Some(v) => {
+                let at = child(&at, "unitPriceCents");
+                e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS).map(Some)
+            }
+        };
         if let (Some(sku), Some(quantity), Some(unit_price_cents)) = (sku, quantity, price) {
-            items.push(LineItem {
+            items.push(RequestedLine {
                 sku,
                 quantity: quantity as u32,
                 unit_price_cents,
@@ -321,19 +324,45 @@ pub fn approval_decision(body: &Value) -> Result<(Decision, Option<String>), Vec
     }
 }
 
-/// The body of `PUT /inventory/{sku}`: the available quantity.
-pub fn stock_count(body: &Value) -> Result<u64, Vec<FieldError>> {
+/// What `PUT /inventory/{sku}` sets: the available quantity, the catalog price, or both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StockChange {
+    pub available: Option<u64>,
+    pub price: Option<Price>,
+}
+
+/// The body of `PUT /inventory/{sku}`: `available`, `price` (`cents` and `currency`), or both.
+pub fn stock_change(body: &Value) -> Result<StockChange, Vec<FieldError>> {
     let mut e = Errors::default();
-    let Some(o) = e.object("", body, &["available"]) else {
+    let Some(o) = e.object("", body, &["available", "price"]) else {
         return Err(e.0);
     };
-    let available = e
-        .member("", o, "available")
-        .and_then(|(at, v)| e.integer(&at, v, 0, MAX_AVAILABLE));
-    match available {
-        Some(n) if e.0.is_empty() => Ok(n),
-        _ => Err(e.0),
+    let available = o
+        .get("available")
+        .map(|v| e.integer("/available", v, 0, MAX_AVAILABLE));
+    let price = o.get("price").map(|v| {
+        let p = e.object("/price", v, &["cents", "currency"])?;
+        let cents = e
+            .member("/price", p, "cents")
+            .and_then(|(at, v)| e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS));
+        let currency = e
+            .member("/price", p, "currency")
+            .and_then(|(at, v)| e.code(&at, v, 3, "ISO 4217"));
+        Some(Price {
+            cents: cents?,
+            currency: currency?,
+        })
+    });
+    if available.is_none() && price.is_none() && e.0.is_empty() {
+        e.add("", "must set available, price, or both");
     }
+    if !e.0.is_empty() {
+        return Err(e.0);
+    }
+    Ok(StockChange {
+        available: available.flatten(),
+        price: price.flatten(),
+    })
 }
 
 #[cfg(test)]
@@ -403,10 +432,7 @@ mod tests {
         body["items"] = json!([]);
         assert_eq!(fields(&body), ["/items"]);
         body["items"] = json!([{"sku": "a"}, 3]);
-        assert_eq!(
-            fields(&body),
-            ["/items/0/quantity", "/items/0/unitPriceCents", "/items/1"]
-        );
+        assert_eq!(fields(&body), ["/items/0/quantity", "/items/1"]);
         let mut body = valid();
         body["items"][0]["quantity"] = json!(1.5);
         body["customerId"] = json!("a\u{7}b");
@@ -446,8 +472,12 @@ mod tests {
                 .len(),
             2
         );
-        assert_eq!(stock_count(&json!({"available": 7})).unwrap(), 7);
-        assert!(stock_count(&json!({"available": -1})).is_err());
+        let count = |available| StockChange {
+            available: Some(available),
+            price: None,
+        };
+        assert_eq!(stock_change(&json!({"available": 7})).unwrap(), count(7));
+        assert!(stock_change(&json!({"available": -1})).is_err());
         assert!(sku_error("a.b-c_1").is_none() && sku_error("a b").is_some());
     }
 
@@ -471,13 +501,72 @@ mod tests {
         ] {
             assert_eq!(whole_number(&v), None, "{v}");
         }
-        assert_eq!(stock_count(&json!({"available": 30785.0})).unwrap(), 30785);
+        assert_eq!(
+            stock_change(&json!({"available": 30785.0}))
+                .unwrap()
+                .available,
+            Some(30785)
+        );
         let mut body = valid();
         body["items"][0]["quantity"] = json!(2.0);
         body["items"][0]["unitPriceCents"] = json!(1250.0);
         assert_eq!(
             order_request(&body).unwrap().items[0].unit_price_cents,
-            1250
+            Some(1250)
+        );
+    }
+
+    #[test]
+    fn a_line_may_leave_out_its_price() {
+        let mut body = valid();
+        body["items"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("unitPriceCents");
+        assert_eq!(
+            order_request(&body).unwrap().items[0].unit_price_cents,
+            None
+        );
+    }
+
+    #[test]
+    fn a_price_has_cents_and_a_currency_and_a_change_sets_something() {
+        let eur = |cents| Price {
+            cents,
+            currency: "EUR".to_owned(),
+        };
+        assert_eq!(
+            stock_change(&json!({"price": {"cents": 2500, "currency": "EUR"}})).unwrap(),
+            StockChange {
+                available: None,
+                price: Some(eur(2500))
+            }
+        );
+        assert_eq!(
+            stock_change(&json!({"available": 3, "price": {"cents": 0, "currency": "EUR"}}))
+                .unwrap(),
+            StockChange {
+                available: Some(3),
+                price: Some(eur(0))
+            }
+        );
+        let fields = |body: Value| -> Vec<String> {
+            stock_change(&body)
+                .unwrap_err()
+                .into_iter()
+                .map(|e| e.field)
+                .collect()
+        };
+        assert_eq!(fields(json!({"price": {"cents": 1}})), ["/price/currency"]);
+        assert_eq!(
+            fields(json!({"price": {"currency": "EUR"}})),
+            ["/price/cents"]
+        );
+        assert_eq!(fields(json!({"price": 100})), ["/price"]);
+        assert_eq!(fields(json!({})), [""]);
+        assert_eq!(
+            fields(json!({"price": {"cents": 100_000_001, "currency": "eur", "x": 1}})),
+            ["/price/x", "/price/cents", "/price/currency"]
         );
     }
 
@@ -510,16 +599,18 @@ mod tests {
     mod round_trip {
         use super::super::order_request;
         use crate::orders::OrderRequest;
+        use crate::pricing::RequestedLine;
         use proptest::prelude::*;
-        use store::{Address, LineItem, OrderId};
+        use store::{Address, OrderId};
 
         fn text(max: usize) -> impl Strategy<Value = String> {
             proptest::string::string_regex(&format!("[a-zA-Z0-9 éü€_.-]{{1,{max}}}")).unwrap()
         }
 
         fn request() -> impl Strategy<Value = OrderRequest> {
-            let item = ("[A-Za-z0-9_.-]{1,64}", 1u32..=10_000, 0u64..=100_000_000).prop_map(
-                |(sku, quantity, unit_price_cents)| LineItem {
+            let price = proptest::option::of(0u64..=100_000_000);
+            let item = ("[A-Za-z0-9_.-]{1,64}", 1u32..=10_000, price).prop_map(
+                |(sku, quantity, unit_price_cents)| RequestedLine {
                     sku,
                     quantity,
                     unit_price_cents,

@@ -2,6 +2,7 @@
 //! with its sandbox gateways, the saga's workers and order intake, driven without a socket.
 
 use api::http::auth::Authenticator;
+use api::http::rate_limit::RateLimitSettings;
 use api::http::{AppState, HttpLimits, Metrics, router};
 use api::orders::{OrderIntake, SagaSettings};
 use api::saga::{SagaPorts, SagaWorkers};
@@ -10,6 +11,7 @@ use axum::body::{Body, to_bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use engine::{Engine, EngineConfig};
 use serde_json::{Value, json};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::{Order, OrderId, OrderRepository, PaymentGateway, SqliteStore};
@@ -126,6 +128,7 @@ impl App {
         let ports = SagaPorts::sqlite(&store);
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
             workflow: workflow.clone(),
             settings,
             queue: None,
@@ -141,7 +144,17 @@ impl App {
             inventory: ports.inventory.clone(),
             workflow,
             intake,
-            auth: Arc::new(Authenticator::new(Arc::new(store.clone()), Some(TOKEN))),
+            // Requests through the router have no peer address: they would all share one
+            // failed-authentication budget, which the credential tests spend many times over.
+            // The limits have tests of their own (`rate_limit`, tests/tests/rate_limits.rs).
+            auth: Arc::new(Authenticator::with_limits(
+                Arc::new(store.clone()),
+                Some(TOKEN),
+                &RateLimitSettings {
+                    failed_auth_per_minute: NonZeroU32::MAX,
+                    ..RateLimitSettings::default()
+                },
+            )),
             limits,
             payments: ports.payments.clone(),
             shipping: ports.shipping.clone(),
@@ -162,6 +175,7 @@ impl App {
         state.orders = orders.clone();
         state.intake = Arc::new(OrderIntake {
             orders,
+            inventory: state.inventory.clone(),
             workflow: state.workflow.clone(),
             settings: self.state.intake.settings.clone(),
             queue: None,
@@ -254,12 +268,13 @@ impl App {
         .await
     }
 
-    pub async fn stock(&self, sku: &str, available: u64) {
+    /// Stocks `available` units of `sku`, priced at `price_cents` EUR in the catalog.
+    pub async fn stock(&self, sku: &str, available: u64, price_cents: u64) {
         let r = self
             .operator(
                 Method::PUT,
                 &format!("/inventory/{sku}"),
-                &json!({ "available": available }),
+                &json!({ "available": available, "price": {"cents": price_cents, "currency": "EUR"} }),
             )
             .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text());

@@ -2,6 +2,7 @@
 //! the workers and the keeper, and order intake.
 
 use api::orders::{OrderIntake, OrderRequest, Placed, SagaSettings};
+use api::pricing::RequestedLine;
 use api::saga::{SagaPorts, SagaWorkers};
 use engine::{
     Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput,
@@ -9,7 +10,7 @@ use engine::{
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::SqliteStore;
-use store::{Address, LineItem, Order, OrderId, OrderStatus};
+use store::{Address, Order, OrderId, OrderStatus, Price};
 use workflow::embedded::EmbeddedWorkflow;
 use workflow::runtime::WorkerSettings;
 
@@ -42,6 +43,7 @@ impl Saga {
         let ports = SagaPorts::sqlite(&store);
         let intake = OrderIntake {
             orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
             workflow: workflow.clone(),
             settings,
             queue: None,
@@ -76,10 +78,15 @@ impl Saga {
         }
     }
 
+    /// Stocks `available` units of `sku` at its [`catalog_cents`] price in EUR.
     pub async fn stock(&self, sku: &str, available: u64) {
+        let price = Price {
+            cents: catalog_cents(sku),
+            currency: "EUR".into(),
+        };
         self.ports
             .inventory
-            .set_available(sku, available)
+            .set_stock(sku, Some(available), Some(&price))
             .await
             .unwrap();
     }
@@ -182,10 +189,10 @@ pub fn request(
         customer_id: "cus_1".into(),
         items: items
             .iter()
-            .map(|(sku, quantity, price)| LineItem {
+            .map(|(sku, quantity, price)| RequestedLine {
                 sku: (*sku).into(),
                 quantity: *quantity,
-                unit_price_cents: *price,
+                unit_price_cents: Some(*price),
             })
             .collect(),
         currency: "EUR".into(),
@@ -200,12 +207,18 @@ pub fn request(
     }
 }
 
-/// A small order (no approval) of one unit of `sku`.
-pub fn small(id: &str, sku: &str, payment_method: &str) -> OrderRequest {
-    request(id, &[(sku, 1, 2_500)], payment_method, "10115")
+/// The catalog price the tests stock a SKU at: a piano needs an approval, anything else not.
+pub fn catalog_cents(sku: &str) -> u64 {
+    if sku == "piano" { 250_000 } else { 2_500 }
 }
 
-/// A large order (needs approval) of one unit of `sku`.
+/// A small order (no approval) of one unit of `sku`, which is not a piano.
+pub fn small(id: &str, sku: &str, payment_method: &str) -> OrderRequest {
+    request(id, &[(sku, 1, catalog_cents(sku))], payment_method, "10115")
+}
+
+/// A large order (needs approval) of one piano (`sku` is stocked as one).
 pub fn large(id: &str, sku: &str) -> OrderRequest {
-    request(id, &[(sku, 1, 250_000)], "pm_card_visa", "10115")
+    assert_eq!(sku, "piano", "only a piano is priced for an approval");
+    request(id, &[(sku, 1, catalog_cents(sku))], "pm_card_visa", "10115")
 }

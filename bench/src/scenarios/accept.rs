@@ -4,12 +4,10 @@
 
 use super::{Ctx, Figure, Report, Window};
 use crate::load::{closed, open};
-use crate::service::{Service, place_orders};
+use crate::service::{PRICE_CENTS, Service, place_orders};
 use crate::stats::ms;
 use anyhow::Result;
 use std::time::Duration;
-
-const PRICE_CENTS: u64 = 1500;
 
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;

@@ -4,7 +4,7 @@
 
 use super::{Ctx, Figure, Report, Window};
 use crate::load::{MakeRequest, Spec, closed};
-use crate::service::{Backend, Service, order_id, order_ids, place_orders};
+use crate::service::{Backend, PRICE_CENTS, Service, order_id, order_ids, place_orders};
 use crate::stats::{mib, ms};
 use anyhow::Result;
 use hyper::Method;
@@ -13,7 +13,6 @@ use std::time::Instant;
 
 /// Every order needs approval: the service runs with a threshold of one cent.
 const THRESHOLD: &[&str] = &["--approval-threshold-cents", "1"];
-const PRICE_CENTS: u64 = 1500;
 
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;

@@ -4,11 +4,9 @@
 
 use super::{Ctx, Figure, Report, Window};
 use crate::load::closed;
-use crate::service::{Service, is_terminal, order_ids, place_orders, tally};
+use crate::service::{PRICE_CENTS, Service, is_terminal, order_ids, place_orders, tally};
 use anyhow::Result;
 use std::time::Instant;
-
-const PRICE_CENTS: u64 = 1500;
 
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;

@@ -8,14 +8,12 @@
 
 use super::{Ctx, Figure, Report, Window};
 use crate::load::{OnAnswer, closed, open};
-use crate::service::{Service, is_terminal, order_ids, place_orders, tally};
+use crate::service::{PRICE_CENTS, Service, is_terminal, order_ids, place_orders, tally};
 use crate::stats::{Latencies, ms};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-const PRICE_CENTS: u64 = 1500;
 
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;

@@ -43,6 +43,7 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
         reserved: 0,
         shipped: 0,
         stocked: Some(7),
+        price: None,
     };
     assert_eq!(set, expected);
     assert_eq!(inv.stock(&sku).await.expect("stock"), Some(expected));
@@ -51,6 +52,48 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
     let set = inv.set_available(&sku, 10).await.expect("recount");
     assert_eq!((set.available, set.reserved, set.shipped), (10, 2, 0));
     assert_eq!(set.stocked, Some(12), "the held units count too");
+}
+
+/// A price is set beside the count, and each stays when only the other is set; the prices of
+/// several SKUs read at once leave out those never priced or never stocked.
+pub async fn prices_are_kept_beside_the_count(inv: &dyn InventoryRepository) {
+    let eur = |cents| Price {
+        cents,
+        currency: "EUR".to_owned(),
+    };
+    let (priced, counted, fresh) = (unique("sku"), unique("sku"), unique("sku"));
+    inv.set_stock(&priced, Some(4), Some(&eur(2500)))
+        .await
+        .expect("count and price");
+    inv.set_available(&counted, 3).await.expect("count");
+    // A price alone for a SKU never stocked stocks it with nothing available.
+    let level = inv
+        .set_stock(&fresh, None, Some(&eur(99)))
+        .await
+        .expect("price only");
+    assert_eq!(
+        (level.available, level.stocked, level.price),
+        (0, Some(0), Some(eur(99)))
+    );
+    // A recount keeps the price; a new price keeps the count.
+    let level = inv.set_available(&priced, 6).await.expect("recount");
+    assert_eq!((level.available, level.price), (6, Some(eur(2500))));
+    let level = inv
+        .set_stock(&priced, None, Some(&eur(2600)))
+        .await
+        .expect("reprice");
+    assert_eq!((level.available, level.price), (6, Some(eur(2600))));
+    let read = inv.stock(&priced).await.expect("stock").expect("stocked");
+    assert_eq!(read.price, Some(eur(2600)));
+    let never = unique("sku");
+    let prices = inv
+        .prices(&[&priced, &counted, &fresh, &never, &priced])
+        .await
+        .expect("prices");
+    assert_eq!(
+        prices,
+        std::collections::HashMap::from([(priced.clone(), eur(2600)), (fresh.clone(), eur(99))])
+    );
 }
 
 /// What a SKU holds in all changes only with a count: reservations, releases and shipments

@@ -179,6 +179,7 @@ macro_rules! contract_suite {
             release_after_ship_keeps_stock_shipped,
             ship_is_idempotent_and_needs_a_held_reservation,
             stocked_changes_only_with_a_count,
+            prices_are_kept_beside_the_count,
             listing_pages_cover_every_sku_and_reservation_once
         );
         $crate::contract_suite!(@each $fresh, gateways, payments:

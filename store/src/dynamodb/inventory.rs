@@ -58,6 +58,10 @@ fn stock_from(item: &Item) -> Result<StockLevel, StoreError> {
         shipped: f.n("shipped")?,
         // Absent on items last counted before it was kept.
         stocked: f.opt_n("stocked")?,
+        price: match (f.opt_n("price_cents")?, f.opt_string("currency")?) {
+            (Some(cents), Some(currency)) => Some(Price { cents, currency }),
+            _ => None,
+        },
     })
 }
 
@@ -171,40 +175,77 @@ impl InventoryRepository for DynamoStore {
     /// expression cannot add up (one `+` per operand pair), so the item is read (consistently)
     /// and written on the condition that `reserved` and `shipped` are still what was read; a
     /// reservation or shipment in between refuses the write, and the count is tried again.
-    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError> {
+    ///
+    /// A price alone is one unconditional `SET` on an item that exists.
+    async fn set_stock(
+        &self,
+        sku: &str,
+        available: Option<u64>,
+        price: Option<&Price>,
+    ) -> Result<StockLevel, StoreError> {
+        let (price_set, price_values) = match price {
+            Some(p) => (
+                ", #price_cents = :price_cents, #currency = :currency",
+                HashMap::from([
+                    (":price_cents".to_owned(), n(p.cents)),
+                    (":currency".to_owned(), s(&p.currency)),
+                ]),
+            ),
+            None => ("", HashMap::new()),
+        };
         for _ in 0..COUNT_ATTEMPTS {
-            let written = match self.stock(sku).await? {
-                None => {
+            let mut values = price_values.clone();
+            let written = match (self.stock(sku).await?, available) {
+                (None, available) => {
+                    values.extend([
+                        (":sku".to_owned(), s(sku)),
+                        (":available".to_owned(), n(available.unwrap_or(0))),
+                        (":zero".to_owned(), n(0)),
+                    ]);
                     self.update(
                         stock_pk(sku),
-                        "SET #sku = :sku, #available = :available, #reserved = :zero, \
-                         #shipped = :zero, #stocked = :available",
+                        &format!(
+                            "SET #sku = :sku, #available = :available, #reserved = :zero, \
+                             #shipped = :zero, #stocked = :available{price_set}"
+                        ),
                         Some(&format!("attribute_not_exists(#{PARTITION_KEY})")),
-                        HashMap::from([
-                            (":sku".to_owned(), s(sku)),
-                            (":available".to_owned(), n(available)),
-                            (":zero".to_owned(), n(0)),
-                        ]),
+                        values,
                     )
                     .await?
                 }
-                Some(level) => {
+                (Some(_), None) => {
+                    let Some(set) = price_set.strip_prefix(", ") else {
+                        // Nothing to change: the item as it is.
+                        return self.stock(sku).await?.ok_or_else(|| {
+                            StoreError::Internal(format!("stock of {sku} vanished"))
+                        });
+                    };
+                    self.update(
+                        stock_pk(sku),
+                        &format!("SET {set}"),
+                        Some(&format!("attribute_exists(#{PARTITION_KEY})")),
+                        values,
+                    )
+                    .await?
+                }
+                (Some(level), Some(available)) => {
                     let stocked = available
                         .checked_add(level.reserved)
                         .and_then(|t| t.checked_add(level.shipped))
                         .ok_or_else(|| {
                             StoreError::Internal(format!("the stock of {sku} would overflow"))
                         })?;
+                    values.extend([
+                        (":available".to_owned(), n(available)),
+                        (":stocked".to_owned(), n(stocked)),
+                        (":reserved".to_owned(), n(level.reserved)),
+                        (":shipped".to_owned(), n(level.shipped)),
+                    ]);
                     self.update(
                         stock_pk(sku),
-                        "SET #available = :available, #stocked = :stocked",
+                        &format!("SET #available = :available, #stocked = :stocked{price_set}"),
                         Some("#reserved = :reserved AND #shipped = :shipped"),
-                        HashMap::from([
-                            (":available".to_owned(), n(available)),
-                            (":stocked".to_owned(), n(stocked)),
-                            (":reserved".to_owned(), n(level.reserved)),
-                            (":shipped".to_owned(), n(level.shipped)),
-                        ]),
+                        values,
                     )
                     .await?
                 }
@@ -217,6 +258,20 @@ impl InventoryRepository for DynamoStore {
         Err(StoreError::Unavailable(format!(
             "the stock of {sku} kept changing while it was counted"
         )))
+    }
+
+    async fn prices(&self, skus: &[&str]) -> Result<HashMap<String, Price>, StoreError> {
+        let mut pks: Vec<String> = skus.iter().map(|sku| stock_pk(sku)).collect();
+        pks.sort();
+        pks.dedup();
+        let mut prices = HashMap::new();
+        for item in self.get_items(&pks).await?.values() {
+            let level = stock_from(item)?;
+            if let Some(price) = level.price {
+                prices.insert(level.sku, price);
+            }
+        }
+        Ok(prices)
     }
 
     async fn stock(&self, sku: &str) -> Result<Option<StockLevel>, StoreError> {

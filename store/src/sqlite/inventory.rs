@@ -16,6 +16,7 @@ use crate::error::StoreError;
 use crate::ports::{InventoryRepository, Page, Released, Reserved};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 
 fn status_str(s: ReservationStatus) -> &'static str {
     match s {
@@ -60,7 +61,8 @@ fn load(conn: &Connection, id: &OrderId) -> Result<Option<Row>, StoreError> {
         .optional()?)
 }
 
-const SELECT_STOCK: &str = "SELECT sku, available, reserved, shipped, stocked FROM stock";
+const SELECT_STOCK: &str =
+    "SELECT sku, available, reserved, shipped, stocked, price_cents, currency FROM stock";
 
 fn stock_from(r: &rusqlite::Row) -> rusqlite::Result<StockLevel> {
     Ok(StockLevel {
@@ -70,6 +72,20 @@ fn stock_from(r: &rusqlite::Row) -> rusqlite::Result<StockLevel> {
         shipped: get_u64(r, 3)?,
         // Migration 6 set it on every row.
         stocked: Some(get_u64(r, 4)?),
+        price: price_from(r, 5)?,
+    })
+}
+
+/// The price in columns `at` (cents) and `at + 1` (currency), when both are set.
+fn price_from(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Option<Price>> {
+    let cents: Option<i64> = r.get(at)?;
+    let currency: Option<String> = r.get(at + 1)?;
+    Ok(match (cents, currency) {
+        (Some(cents), Some(currency)) => Some(Price {
+            cents: u64::try_from(cents).map_err(|e| super::bad_column(at, e))?,
+            currency,
+        }),
+        _ => None,
     })
 }
 
@@ -113,24 +129,60 @@ fn set_status(
 
 #[async_trait]
 impl InventoryRepository for SqliteStore {
-    async fn set_available(&self, sku: &str, available: u64) -> Result<StockLevel, StoreError> {
+    async fn set_stock(
+        &self,
+        sku: &str,
+        available: Option<u64>,
+        price: Option<&Price>,
+    ) -> Result<StockLevel, StoreError> {
         let sku = sku.to_owned();
-        let count = to_sql_u64(available, "available quantity")?;
+        let count = available
+            .map(|n| to_sql_u64(n, "available quantity"))
+            .transpose()?;
+        let cents = price.map(|p| to_sql_u64(p.cents, "price")).transpose()?;
+        let currency = price.map(|p| p.currency.clone());
         self.write(move |conn| {
             let tx = savepoint(conn)?;
             // What is held or gone stays so: the count sets what is available, and the total
-            // follows from it (in the same statement, so nothing moves in between).
+            // follows from it (in the same statement, so nothing moves in between). A value
+            // not given keeps what the row holds.
             tx.prepare_cached(
-                "INSERT INTO stock (sku, available, reserved, shipped, stocked) \
-                 VALUES (?1, ?2, 0, 0, ?2) \
-                 ON CONFLICT (sku) DO UPDATE SET available = excluded.available, \
-                 stocked = excluded.available + reserved + shipped",
+                "INSERT INTO stock (sku, available, reserved, shipped, stocked, price_cents, \
+                 currency) VALUES (?1, coalesce(?2, 0), 0, 0, coalesce(?2, 0), ?3, ?4) \
+                 ON CONFLICT (sku) DO UPDATE SET \
+                 available = coalesce(?2, available), \
+                 stocked = coalesce(?2, available) + reserved + shipped, \
+                 price_cents = coalesce(?3, price_cents), currency = coalesce(?4, currency)",
             )?
-            .execute(params![sku, count])?;
+            .execute(params![sku, count, cents, currency])?;
             let level = stock_level(&tx, &sku)?
                 .ok_or_else(|| StoreError::Internal(format!("stock of {sku} vanished")))?;
             tx.commit()?;
             Ok(level)
+        })
+        .await
+    }
+
+    async fn prices(&self, skus: &[&str]) -> Result<HashMap<String, Price>, StoreError> {
+        let skus: Vec<String> = skus.iter().map(|s| (*s).to_owned()).collect();
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT sku, price_cents, currency FROM stock WHERE sku = ?1 \
+                 AND price_cents IS NOT NULL",
+            )?;
+            let mut found = HashMap::new();
+            for sku in &skus {
+                if found.contains_key(sku) {
+                    continue;
+                }
+                let row = stmt
+                    .query_row([sku], |r| Ok((r.get::<_, String>(0)?, price_from(r, 1)?)))
+                    .optional()?;
+                if let Some((sku, Some(price))) = row {
+                    found.insert(sku, price);
+                }
+            }
+            Ok(found)
         })
         .await
     }

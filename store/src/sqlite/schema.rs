@@ -140,6 +140,12 @@ CREATE TABLE api_keys (
     r#"
 ALTER TABLE orders ADD COLUMN owner TEXT;
 "#,
+    // 10: the catalog price of a SKU, set by an operator (both or neither: the code writes them
+    // together). SKUs from before have none and cannot be ordered until priced.
+    r#"
+ALTER TABLE stock ADD COLUMN price_cents INTEGER CHECK (price_cents >= 0);
+ALTER TABLE stock ADD COLUMN currency TEXT;
+"#,
 ];
 
 /// The schema version this build writes.

@@ -251,6 +251,7 @@ mod tests {
             duplicates: 0,
             replay_later: false,
             conflicting: false,
+            states_prices: true,
         }
     }
 
@@ -258,6 +259,7 @@ mod tests {
         Workload {
             plans: vec![plan.clone()],
             stock: [("sku-00".to_owned(), 5)].into(),
+            prices: [("sku-00".to_owned(), plan.lines[0].unit_price_cents)].into(),
             demand: [("sku-00".to_owned(), 2)].into(),
         }
     }

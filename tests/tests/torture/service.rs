@@ -187,6 +187,10 @@ impl Service {
 
 fn command(db: &Db, args: &[String]) -> std::process::Command {
     let mut cmd = serve_command(db);
-    cmd.arg("--operator-token").arg(TOKEN).args(args);
+    // One key sends every call of the workload, in bursts: no limit is meant to refuse them.
+    cmd.arg("--operator-token")
+        .arg(TOKEN)
+        .args(["--rate-limit", "0"])
+        .args(args);
     cmd
 }

@@ -60,6 +60,7 @@ pub struct Decisions {
 pub struct Line {
     pub sku: String,
     pub quantity: u32,
+    /// The SKU's catalog price (what the order is charged at).
     pub unit_price_cents: u64,
 }
 
@@ -77,6 +78,9 @@ pub struct Plan {
     pub replay_later: bool,
     /// Another body under the same id, once the first was accepted.
     pub conflicting: bool,
+    /// Whether the body says each line's unit price (it must be the catalog's), or leaves it
+    /// to the catalog.
+    pub states_prices: bool,
 }
 
 impl Plan {
@@ -106,11 +110,13 @@ impl Plan {
         json!({
             "orderId": self.id,
             "customerId": "cus_torture",
-            "items": lines.iter().map(|l| json!({
-                "sku": l.sku,
-                "quantity": l.quantity,
-                "unitPriceCents": l.unit_price_cents,
-            })).collect::<Vec<_>>(),
+            "items": lines.iter().map(|l| {
+                let mut line = json!({ "sku": l.sku, "quantity": l.quantity });
+                if self.states_prices {
+                    line["unitPriceCents"] = json!(l.unit_price_cents);
+                }
+                line
+            }).collect::<Vec<_>>(),
             "currency": "EUR",
             "paymentMethod": self.payment.method(),
             "shippingAddress": {
@@ -128,6 +134,8 @@ pub struct Workload {
     pub plans: Vec<Plan>,
     /// The units each SKU is stocked with, once, before the first order.
     pub stock: BTreeMap<String, u64>,
+    /// Each SKU's catalog price, set with its stock.
+    pub prices: BTreeMap<String, u64>,
     /// The units all orders together ask for, per SKU.
     pub demand: BTreeMap<String, u64>,
 }
@@ -135,11 +143,29 @@ pub struct Workload {
 impl Workload {
     pub fn generate(seed: u64, orders: usize, skus: usize) -> Workload {
         let mut rng = StdRng::seed_from_u64(seed);
-        let sku_names: Vec<String> = (0..skus).map(|i| format!("sku-{i:02}")).collect();
-        let plans: Vec<Plan> = (0..orders)
-            .map(|n| plan(&mut rng, format!("t{n:04}"), &sku_names))
+        // Everyday SKUs cost under 90.00 (three lines of three stay under the threshold); a
+        // quarter as many grand ones cost the threshold or more (one alone needs an approval).
+        let catalog = Catalog {
+            everyday: (0..skus).map(|i| format!("sku-{i:02}")).collect(),
+            grand: (0..(skus / 4).max(1))
+                .map(|i| format!("grand-{i:02}"))
+                .collect(),
+        };
+        let prices: BTreeMap<String, u64> = catalog
+            .everyday
+            .iter()
+            .map(|sku| (sku.clone(), rng.random_range(500..9_000)))
+            .chain(catalog.grand.iter().map(|sku| {
+                (
+                    sku.clone(),
+                    rng.random_range(APPROVAL_THRESHOLD_CENTS..=400_000),
+                )
+            }))
             .collect();
-        let mut demand: BTreeMap<String, u64> = sku_names.iter().map(|s| (s.clone(), 0)).collect();
+        let plans: Vec<Plan> = (0..orders)
+            .map(|n| plan(&mut rng, format!("t{n:04}"), &catalog, &prices))
+            .collect();
+        let mut demand: BTreeMap<String, u64> = prices.keys().map(|s| (s.clone(), 0)).collect();
         for line in plans.iter().flat_map(|p| &p.lines) {
             *demand.get_mut(&line.sku).unwrap() += u64::from(line.quantity);
         }
@@ -159,6 +185,7 @@ impl Workload {
         Workload {
             plans,
             stock,
+            prices,
             demand,
         }
     }
@@ -170,14 +197,21 @@ fn pick_sku<'a>(rng: &mut StdRng, skus: &'a [String]) -> &'a String {
     &skus[((u * u) * skus.len() as f64) as usize % skus.len()]
 }
 
-fn plan(rng: &mut StdRng, id: String, skus: &[String]) -> Plan {
+/// The SKUs of the workload's catalog, by price range.
+struct Catalog {
+    everyday: Vec<String>,
+    grand: Vec<String>,
+}
+
+fn plan(rng: &mut StdRng, id: String, catalog: &Catalog, prices: &BTreeMap<String, u64>) -> Plan {
     let large = rng.random_bool(0.2);
+    let line = |sku: &String, quantity| Line {
+        sku: sku.clone(),
+        quantity,
+        unit_price_cents: prices[sku],
+    };
     let (lines, payment, shipping, decisions) = if large {
-        let line = Line {
-            sku: pick_sku(rng, skus).clone(),
-            quantity: 1,
-            unit_price_cents: rng.random_range(APPROVAL_THRESHOLD_CENTS..=400_000),
-        };
+        let line = line(pick_sku(rng, &catalog.grand), 1);
         let payment = match rng.random_range(0..20) {
             0..=1 => Payment::Declined,
             2 => Payment::LostResponse,
@@ -188,10 +222,9 @@ fn plan(rng: &mut StdRng, id: String, skus: &[String]) -> Plan {
     } else {
         // At most 3 lines of 3 units under 9,000 cents: always under the threshold.
         let lines = (0..rng.random_range(1..=3))
-            .map(|_| Line {
-                sku: pick_sku(rng, skus).clone(),
-                quantity: rng.random_range(1..=3),
-                unit_price_cents: rng.random_range(500..9_000),
+            .map(|_| {
+                let sku = pick_sku(rng, &catalog.everyday);
+                line(sku, rng.random_range(1..=3))
             })
             .collect();
         let payment = match rng.random_range(0..100) {
@@ -220,6 +253,7 @@ fn plan(rng: &mut StdRng, id: String, skus: &[String]) -> Plan {
         },
         replay_later: rng.random_bool(0.08),
         conflicting: rng.random_bool(0.08),
+        states_prices: rng.random_bool(0.5),
     }
 }
 
