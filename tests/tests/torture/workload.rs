@@ -151,17 +151,14 @@ impl Workload {
                 .map(|i| format!("grand-{i:02}"))
                 .collect(),
         };
-        let prices: BTreeMap<String, u64> = catalog
-            .everyday
-            .iter()
-            .map(|sku| (sku.clone(), rng.random_range(500..9_000)))
-            .chain(catalog.grand.iter().map(|sku| {
-                (
-                    sku.clone(),
-                    rng.random_range(APPROVAL_THRESHOLD_CENTS..=400_000),
-                )
-            }))
-            .collect();
+        let mut prices = BTreeMap::new();
+        for sku in &catalog.everyday {
+            prices.insert(sku.clone(), rng.random_range(500..9_000));
+        }
+        for sku in &catalog.grand {
+            let cents = rng.random_range(APPROVAL_THRESHOLD_CENTS..=400_000);
+            prices.insert(sku.clone(), cents);
+        }
         let plans: Vec<Plan> = (0..orders)
             .map(|n| plan(&mut rng, format!("t{n:04}"), &catalog, &prices))
             .collect();
