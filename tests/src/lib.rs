@@ -384,6 +384,18 @@ impl Server {
         self.request(Method::POST, "/orders", Some(order)).await
     }
 
+    /// `GET path` with `key` until it is answered other than 200, at most `tries` times; that
+    /// answer (a rate limit's refusal, say).
+    pub async fn until_refused(&self, path: &str, key: &str, tries: usize) -> Option<Reply> {
+        for _ in 0..tries {
+            let r = self.send(Method::GET, path, None, Some(key)).await;
+            if r.status != StatusCode::OK {
+                return Some(r);
+            }
+        }
+        None
+    }
+
     /// `POST /orders` with `key` (a client's or an operator's).
     pub async fn place_as(&self, order: &Value, key: &str) -> Reply {
         self.send(Method::POST, "/orders", Some(order), Some(key))

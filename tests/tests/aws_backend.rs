@@ -384,14 +384,7 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     }
 
     // Alice past her rate on replica a is refused; Bob is served there in full meanwhile.
-    let mut refusal = None;
-    for _ in 0..60 {
-        let r = a.send(Method::GET, "/inventory", None, Some(&alice)).await;
-        if r.status != StatusCode::OK {
-            refusal = Some(r);
-            break;
-        }
-    }
+    let refusal = a.until_refused("/inventory", &alice, 60).await;
     let refusal = refusal.expect("alice is refused past her burst");
     assert_eq!(
         refusal.status,

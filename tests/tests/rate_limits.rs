@@ -6,19 +6,6 @@ use reqwest::{Method, StatusCode};
 use std::time::Duration;
 use tests::{Db, Reply, Server, TOKEN, keys_create, serve_command};
 
-/// `GET /inventory` with `key` until it is refused; the refusal (at most `tries` requests).
-async fn until_refused(server: &Server, key: &str, tries: usize) -> Option<Reply> {
-    for _ in 0..tries {
-        let r = server
-            .send(Method::GET, "/inventory", None, Some(key))
-            .await;
-        if r.status != StatusCode::OK {
-            return Some(r);
-        }
-    }
-    None
-}
-
 fn retry_after(reply: &Reply) -> u64 {
     reply
         .header("retry-after")
@@ -48,7 +35,8 @@ async fn a_client_at_its_limit_is_refused_while_another_is_served() {
     let bob = keys_create(&db, "bob", "client");
 
     // Alice sends far more than her bucket holds, as fast as she can.
-    let refused = until_refused(&server, &alice, 60)
+    let refused = server
+        .until_refused("/inventory", &alice, 60)
         .await
         .expect("a key past its burst is refused");
     assert_eq!(
