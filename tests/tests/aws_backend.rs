@@ -341,8 +341,9 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     assert_eq!(refused.problem().as_deref(), Some("price-mismatch"));
     let none = a.request(Method::GET, "/orders/aws-cheap", None).await;
     assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.text);
-    let (available, reserved) = available(&a, "aws-trust-book").await;
-    assert!(available + reserved == 5, "the refusal took no stock");
+    // Five on the shelf; Alice's order takes one (held or shipped by now), the refusal none.
+    let (available, _) = available(&a, "aws-trust-book").await;
+    assert!(available >= 4, "the refusal took stock: {available} left");
 
     // Revoked in the table: replica b, which checked the spare key a moment ago, refuses it
     // within ten seconds; replica a, which never saw it, at once.
