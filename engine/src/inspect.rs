@@ -5,13 +5,9 @@
 
 use crate::api::ExecutionStatus;
 use crate::error::EngineError;
-use crate::store::Store;
+use crate::store::{Store, TaskStatus};
 use std::path::Path;
 use std::sync::Mutex;
-
-/// Task status in the `tasks` table once a task is closed (answered, timed out, or its
-/// execution ended): its token is dead.
-const CLOSED: i64 = 2;
 
 /// A read-only view of an engine's state. Every call is one short read on its own connection;
 /// it blocks, so call it off the async runtime's threads (`spawn_blocking`).
@@ -59,7 +55,7 @@ impl Inspector {
         let Some(task) = store.task(token).map_err(EngineError::storage)? else {
             return Ok(false);
         };
-        if task.status >= CLOSED {
+        if task.status == TaskStatus::Closed {
             return Ok(false);
         }
         let execution = store

@@ -8,7 +8,7 @@ use crate::api::*;
 use crate::arn;
 use crate::core::{Action, Event, ExecInfo, ExecState, Interpreter, Outcome, TimeoutKind};
 use crate::error::EngineError;
-use crate::store::{ExecutionRow, StateMachineRow, Store, TaskRow, TimerKind};
+use crate::store::{ExecutionRow, StateMachineRow, Store, TaskRow, TaskStatus, TimerKind};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -154,6 +154,20 @@ type Sql<T> = Result<T, rusqlite::Error>;
 
 fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
+}
+
+/// The due time of a timer `seconds` after `now`, in epoch milliseconds: every timeout and
+/// heartbeat deadline is set through it. It saturates at the latest time chrono represents
+/// (ASL bounds timeouts far below it), so no number in a definition can overflow it.
+fn due_after(now: DateTime<Utc>, seconds: u64) -> i64 {
+    let delta = i64::try_from(seconds)
+        .ok()
+        .and_then(TimeDelta::try_seconds)
+        .unwrap_or(TimeDelta::MAX);
+    millis(
+        now.checked_add_signed(delta)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC),
+    )
 }
 
 fn from_millis(ms: i64) -> DateTime<Utc> {
@@ -578,14 +592,15 @@ impl Writer {
                     Err(e) => Err(e),
                     Ok(task) => {
                         // The clock runs once a worker holds the task (handlers hold it at once).
-                        let held = task.status == 1 || task.activity_arn.is_none();
+                        let held =
+                            task.status == TaskStatus::Started || task.activity_arn.is_none();
                         if let (Some(h), true) = (task.heartbeat_s, held) {
-                            let due = now + TimeDelta::seconds(h);
+                            let due = due_after(now, u64::try_from(h).unwrap_or(0));
                             self.store.set_timer(
                                 task.exec_id,
                                 TimerKind::Heartbeat,
                                 &token,
-                                millis(due),
+                                due,
                             )?;
                         }
                         Ok(())
@@ -669,9 +684,8 @@ impl Writer {
         };
         let id = self.store.insert_execution(&row)?;
         if let Some(t) = machine.def.timeout_seconds {
-            let due = now + TimeDelta::seconds(t.min(i64::MAX as u64 / 1000) as i64);
             self.store
-                .set_timer(id, TimerKind::ExecutionTimeout, "", millis(due))?;
+                .set_timer(id, TimerKind::ExecutionTimeout, "", due_after(now, t))?;
         }
         let info = ExecInfo {
             execution_arn: exec_arn.clone(),
@@ -706,7 +720,9 @@ impl Writer {
             None => Err(EngineError::TaskDoesNotExist(
                 "Task Does Not Exist".to_owned(),
             )),
-            Some(t) if t.status == 2 => Err(EngineError::TaskTimedOut("Task Timed Out".to_owned())),
+            Some(t) if t.status == TaskStatus::Closed => {
+                Err(EngineError::TaskTimedOut("Task Timed Out".to_owned()))
+            }
             Some(t) => Ok(t),
         })
     }
@@ -873,9 +889,9 @@ impl Writer {
                     t.heartbeat_seconds,
                 )?;
                 if let Some(secs) = t.timeout_seconds {
-                    let due = now + TimeDelta::seconds(secs.min(i64::MAX as u64 / 1000) as i64);
+                    let due = due_after(now, secs);
                     self.store
-                        .set_timer(exec_id, TimerKind::TaskTimeout, &t.token, millis(due))?;
+                        .set_timer(exec_id, TimerKind::TaskTimeout, &t.token, due)?;
                 }
                 if activity {
                     if let Some(poller) = self.live_poller(&t.resource) {
@@ -890,13 +906,9 @@ impl Writer {
                     }
                 } else {
                     if let Some(h) = t.heartbeat_seconds {
-                        let due = now + TimeDelta::seconds(h.min(i64::MAX as u64 / 1000) as i64);
-                        self.store.set_timer(
-                            exec_id,
-                            TimerKind::Heartbeat,
-                            &t.token,
-                            millis(due),
-                        )?;
+                        let due = due_after(now, h);
+                        self.store
+                            .set_timer(exec_id, TimerKind::Heartbeat, &t.token, due)?;
                     }
                     b.invocations.push(TaskRequest {
                         resource: t.resource,
@@ -912,10 +924,12 @@ impl Writer {
                 token,
                 heartbeat_seconds,
             } => {
-                let due =
-                    now + TimeDelta::seconds(heartbeat_seconds.min(i64::MAX as u64 / 1000) as i64);
-                self.store
-                    .set_timer(exec_id, TimerKind::Heartbeat, &token, millis(due))?;
+                self.store.set_timer(
+                    exec_id,
+                    TimerKind::Heartbeat,
+                    &token,
+                    due_after(now, heartbeat_seconds),
+                )?;
             }
             Action::StartTimer { timer_id, due } => {
                 self.store.set_timer(
@@ -1018,5 +1032,20 @@ fn info_of(row: StateMachineRow) -> StateMachineInfo {
         definition: row.definition,
         role_arn: row.role_arn,
         creation_date: from_millis(row.created_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_time_is_seconds_after_now_and_never_overflows() {
+        let now = from_millis(1_700_000_000_000);
+        assert_eq!(due_after(now, 0), 1_700_000_000_000);
+        assert_eq!(due_after(now, 90), 1_700_000_090_000);
+        let latest = DateTime::<Utc>::MAX_UTC.timestamp_millis();
+        assert_eq!(due_after(now, u64::MAX), latest);
+        assert_eq!(due_after(now, i64::MAX as u64 / 1000), latest);
     }
 }

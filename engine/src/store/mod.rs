@@ -121,6 +121,29 @@ pub struct ExecutionRow {
     pub stop_ms: Option<i64>,
 }
 
+/// Where a task is, as the `tasks` table's `status` column holds it (the queries name these
+/// numbers: `status = 0` is the queue, `status < 2` the open tasks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Waiting for a worker to poll it.
+    Scheduled = 0,
+    /// Handed out to a worker (or, for a callback, to its handler).
+    Started = 1,
+    /// Answered, timed out, or its execution ended: its token is dead.
+    Closed = 2,
+}
+
+impl rusqlite::types::FromSql for TaskStatus {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        match value.as_i64()? {
+            0 => Ok(TaskStatus::Scheduled),
+            1 => Ok(TaskStatus::Started),
+            2 => Ok(TaskStatus::Closed),
+            n => Err(rusqlite::types::FromSqlError::OutOfRange(n)),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskRow {
     pub token: String,
@@ -129,7 +152,7 @@ pub struct TaskRow {
     pub resource: String,
     pub state_name: String,
     pub input: Option<String>,
-    pub status: i64,
+    pub status: TaskStatus,
     pub heartbeat_s: Option<i64>,
 }
 
@@ -613,5 +636,39 @@ impl Store {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_scheduled_then_started_then_closed_as_its_queries_count_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        store
+            .insert_task(
+                "t1",
+                7,
+                Some("arn:act"),
+                "arn:act",
+                "Reserve",
+                "{}",
+                Some(60),
+            )
+            .unwrap();
+        let status = |store: &Store| store.task("t1").unwrap().unwrap().status;
+        assert_eq!(status(&store), TaskStatus::Scheduled);
+        assert_eq!(
+            store.next_scheduled("arn:act").unwrap().map(|t| t.token),
+            Some("t1".to_owned()),
+            "a scheduled task is in the queue"
+        );
+        store.mark_started("t1", Some("worker-1")).unwrap();
+        assert_eq!(status(&store), TaskStatus::Started);
+        assert!(store.next_scheduled("arn:act").unwrap().is_none());
+        store.close_task("t1").unwrap();
+        assert_eq!(status(&store), TaskStatus::Closed);
     }
 }
