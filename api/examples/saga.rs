@@ -8,15 +8,16 @@
 //! ```
 
 use anyhow::{Context, Result};
-use api::orders::{OrderIntake, OrderRequest, Placed, SagaSettings};
+use api::intake::{OrderIntake, OrderRequest, Placed};
 use api::pricing::RequestedLine;
-use api::saga::{SagaPorts, SagaWorkers};
 use engine::{Engine, EngineConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{Address, Decision, OrderId, Price, SqliteStore};
 use workflow::EmbeddedWorkflow;
-use workflow::runtime::WorkerSettings;
+use workflow::SagaSettings;
+use workflow::SagaWorkers;
+use workflow::WorkerSettings;
 use workflow::steps::approval::decide;
 
 fn order(
@@ -57,7 +58,7 @@ async fn main() -> Result<()> {
     let engine = Engine::open(EngineConfig::new(dir.join("engine.db")), None).await?;
     let workflow = Arc::new(EmbeddedWorkflow::setup(engine.clone()).await?);
     let store = SqliteStore::open(dir.join("store.db"))?;
-    let ports = SagaPorts::sqlite(&store);
+    let ports = store.ports();
     let workers = SagaWorkers::start_embedded(
         &ports,
         workflow.clone(),

@@ -4,7 +4,6 @@
 
 use crate::http::rate_limit::RateLimitSettings;
 use crate::http::{HttpLimits, OperatorToken};
-use crate::orders::SagaSettings;
 use crate::sfn_server::SfnSettings;
 use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
@@ -15,6 +14,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use store::stripe::{SecretKey, StripeConfig};
+use workflow::SagaSettings;
 
 /// Order fulfillment as durable sagas: an HTTP API that runs every order as a Step Functions
 /// Standard workflow (reserve, charge, approve, ship; refund and release on failure).

@@ -1,15 +1,15 @@
-//! The fulfillment service: the saga's composition (steps, workers, keeper), order intake, the
-//! HTTP API, the store audit, and the `fulfillment` binary's configuration and start-up (the
-//! composition root).
+//! The fulfillment service: order intake, the HTTP API, the store audit, and the `fulfillment`
+//! binary's configuration and start-up (the composition root). The saga itself (definition,
+//! steps, workers) is the `workflow` crate.
 
 pub mod audit;
 pub mod config;
+pub mod counted_orders;
 pub mod http;
+pub mod intake;
 pub mod keys;
-pub mod orders;
 mod panic;
 pub mod pricing;
-pub mod saga;
 pub mod sfn_server;
 pub mod start_queue;
 pub mod startup;

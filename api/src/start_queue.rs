@@ -4,7 +4,7 @@
 //! The queue is in memory, but nothing in it can be lost: an order is offered only after it is
 //! committed with its execution's ARN, and an order whose execution was never started is still
 //! `ACCEPTED` (its first step moves it on). At every start the service offers the queue every
-//! `ACCEPTED` order again ([`OrderIntake::resume`](crate::orders::OrderIntake::resume)); starts
+//! `ACCEPTED` order again ([`OrderIntake::resume`](crate::intake::OrderIntake::resume)); starts
 //! are idempotent by the execution name, the order id, so one already running is left alone.
 //!
 //! The queue is bounded. When it is full, or closed, the request starts its execution itself,

@@ -8,12 +8,11 @@ use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, KeysAction, KeysSettings,
     PaymentsSettings, ProvisionSettings, Settings,
 };
+use crate::counted_orders::CountedOrders;
 use crate::http::auth::Authenticator;
 use crate::http::{self, AppState, Metrics, OperatorToken, SampledKind, SampledMetric};
+use crate::intake::OrderIntake;
 use crate::keys::{KeyError, KeyText};
-use crate::orders::OrderIntake;
-use crate::saga::counted::CountedOrders;
-use crate::saga::{SagaPorts, SagaWorkers};
 use crate::sfn_server;
 use crate::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
 use engine::{Engine, EngineConfig, EngineError, Inspector};
@@ -26,15 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
-use store::{
-    InventoryRepository, KeyRepository, OrderId, OrderRepository, PaymentGateway, Role,
-    SqliteStore, StoreError,
-};
+use store::{KeyRepository, OrderId, PaymentGateway, Ports, Role, SqliteStore, StoreError};
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
-use workflow::runtime::WorkerSettings;
-use workflow::{EmbeddedWorkflow, WorkflowError, WorkflowPort};
+use workflow::{EmbeddedWorkflow, SagaWorkers, WorkerSettings, WorkflowError, WorkflowPort};
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -239,7 +234,7 @@ pub struct Service {
 
 /// A backend, opened: the saga's ports and workflow, and what to close at the end.
 struct Opened {
-    ports: SagaPorts,
+    ports: Ports,
     workflow: Arc<dyn WorkflowPort>,
     activity_arns: HashMap<Activity, String>,
     engine: Option<Engine>,
@@ -327,7 +322,7 @@ impl Service {
         };
         let metrics = Metrics::with_sampled(sampled);
         // The steps' view of the orders counts the sagas they end.
-        let step_ports = SagaPorts {
+        let step_ports = Ports {
             orders: Arc::new(CountedOrders {
                 orders: ports.orders.clone(),
                 metrics: metrics.clone(),
@@ -351,14 +346,11 @@ impl Service {
         let start_queue = queued.map(|(task, ids)| (task, resume(intake.clone(), ids)));
         drop(on_background);
         let router = http::router(AppState {
-            orders: ports.orders.clone(),
-            inventory: ports.inventory.clone(),
+            ports,
             workflow,
             intake,
             auth,
             limits: settings.limits.clone(),
-            payments: ports.payments.clone(),
-            shipping: ports.shipping.clone(),
             metrics,
         });
         Ok(Service {
@@ -520,7 +512,7 @@ async fn open_embedded(
             });
         }
     };
-    let mut ports = SagaPorts::sqlite(&store);
+    let mut ports = store.ports();
     if let Some(gateway) = gateway {
         ports.payments = gateway;
     }
@@ -650,14 +642,12 @@ async fn open_aws(
     payments: PaymentsSettings,
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
-    let payments = aws_payments(&store, &payments)?;
+    let ports = Ports {
+        payments: aws_payments(&store, &payments)?,
+        ..store.ports()
+    };
     Ok(Opened {
-        ports: SagaPorts {
-            orders: Arc::new(store.clone()),
-            inventory: Arc::new(store.clone()),
-            payments,
-            shipping: Arc::new(store.shipping()),
-        },
+        ports,
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
@@ -725,9 +715,10 @@ async fn audit_embedded(
         "auditing the embedded backend (read-only)"
     );
     Ok(Sources {
-        orders: Arc::new(store.clone()) as Arc<dyn OrderRepository>,
-        inventory: Arc::new(store) as Arc<dyn InventoryRepository>,
-        payments,
+        ports: Ports {
+            payments,
+            ..store.ports()
+        },
         executions: Arc::new(EmbeddedExecutions::new(inspector)) as Arc<dyn Executions>,
     })
 }
@@ -739,11 +730,11 @@ async fn audit_aws(
     payments: PaymentsSettings,
 ) -> Result<Sources, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
-    let payments = aws_payments(&store, &payments)?;
     Ok(Sources {
-        orders: Arc::new(store.clone()),
-        inventory: Arc::new(store),
-        payments,
+        ports: Ports {
+            payments: aws_payments(&store, &payments)?,
+            ..store.ports()
+        },
         executions: Arc::new(WorkflowExecutions::new(Arc::new(workflow))),
     })
 }

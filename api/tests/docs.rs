@@ -3,11 +3,11 @@
 
 use api::config::Cli;
 use clap::CommandFactory;
-use store::ErrorName;
 use store::sandbox::{
     PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, POSTAL_REJECTED,
     POSTAL_UNAVAILABLE_ONCE,
 };
+use workflow::ErrorName;
 
 /// README.md and every page of `docs/`, as one text.
 fn readme() -> String {

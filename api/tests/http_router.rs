@@ -9,7 +9,6 @@ mod broken;
 mod counting;
 
 use api::http::HttpLimits;
-use api::orders::SagaSettings;
 use app::{App, PROBLEM_JSON, TOKEN, large, order, send, small};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -19,6 +18,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{OrderId, OrderStatus};
+use workflow::SagaSettings;
 
 // ---------------------------------------------------------------- POST /orders
 
@@ -349,6 +349,7 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
     let charged = app.stored("o-30").await.unwrap();
     let charge = app
         .state
+        .ports
         .payments
         .find_charge(charged.id())
         .await
@@ -357,9 +358,9 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
     // An order stored but not yet charged (its saga not started).
     let mut new = charged.new.clone();
     new.order_id = OrderId::parse("o-31").unwrap();
-    app.state.orders.create(new).await.unwrap();
+    app.state.ports.orders.create(new).await.unwrap();
 
-    let payments = Arc::new(CountingLookups::new(app.state.payments.clone()));
+    let payments = Arc::new(CountingLookups::new(app.state.ports.payments.clone()));
     let router = app.with_payments(payments.clone());
     let status = |id: &str| {
         let request = app.as_client(
@@ -392,6 +393,7 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
 
     // An order charged before the charge time was recorded has none: only it is looked up.
     app.state
+        .ports
         .orders
         .advance(&OrderId::parse("o-31").unwrap(), OrderStatus::Charged, None)
         .await
@@ -415,7 +417,7 @@ async fn the_status_of_an_order_cancelled_before_any_charge_asks_no_provider() {
     app.reaches("o-32", "CANCELLED").await;
     app.reaches("o-33", "CANCELLED").await;
 
-    let payments = Arc::new(CountingLookups::new(app.state.payments.clone()));
+    let payments = Arc::new(CountingLookups::new(app.state.ports.payments.clone()));
     let router = app.with_payments(payments.clone());
     for id in ["o-32", "o-33", "o-32", "o-33"] {
         let request = app.as_client(
@@ -548,7 +550,15 @@ async fn operator_endpoints_need_the_bearer_token() {
             assert!(!r.text().contains(TOKEN));
         }
     }
-    assert!(app.state.inventory.stock("book").await.unwrap().is_none());
+    assert!(
+        app.state
+            .ports
+            .inventory
+            .stock("book")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -811,7 +821,15 @@ async fn an_invalid_stock_count_is_422() {
             .await;
         assert_eq!(r.invalid_fields(), ["sku"], "{sku}");
     }
-    assert!(app.state.inventory.stock("book").await.unwrap().is_none());
+    assert!(
+        app.state
+            .ports
+            .inventory
+            .stock("book")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

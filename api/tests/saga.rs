@@ -5,12 +5,13 @@
 #[path = "saga/harness.rs"]
 mod harness;
 
-use api::orders::{Placed, SagaSettings};
+use api::intake::Placed;
 use engine::ExecutionStatus;
 use harness::{Saga, catalog_cents, large, request, small};
 use serde_json::json;
 use std::time::Duration;
 use store::{ChargeRequest, Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
+use workflow::SagaSettings;
 use workflow::definition::Activity;
 use workflow::steps::approval::{DecisionResult, decide};
 use workflow::{StepOutcome, StepTask, WorkflowPort};
@@ -449,7 +450,7 @@ async fn a_step_delivered_twice_has_no_double_effect() {
         Activity::ChargePayment,
         Activity::CreateShipment,
     ] {
-        let step = saga.ports.step(activity);
+        let step = saga.step(activity);
         let first = step.run(task.clone()).await;
         let second = step.run(task.clone()).await;
         assert!(
@@ -472,7 +473,7 @@ async fn a_step_delivered_twice_has_no_double_effect() {
         input: json!({"orderId": "o-undo-twice"}),
     };
     for activity in [Activity::ReserveInventory, Activity::ChargePayment] {
-        saga.ports.step(activity).run(forward.clone()).await;
+        saga.step(activity).run(forward.clone()).await;
     }
     assert_eq!(saga.level("book").await, (3, 1, 1));
     let undo = StepTask {
@@ -480,7 +481,7 @@ async fn a_step_delivered_twice_has_no_double_effect() {
         input: json!({"orderId": "o-undo-twice", "failure": {"Error": "Test", "Cause": "twice"}}),
     };
     for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let step = saga.ports.step(activity);
+        let step = saga.step(activity);
         let first = step.run(undo.clone()).await;
         assert!(
             matches!(first, StepOutcome::Done(_)),
@@ -510,16 +511,12 @@ async fn compensations_of_steps_that_never_happened_are_recorded_no_ops() {
         task_token: "t".into(),
         input: json!({"orderId": "o-noop", "failure": {"Error": "States.Timeout", "Cause": "unknown outcome"}}),
     };
-    let refund = saga
-        .ports
-        .step(Activity::RefundPayment)
-        .run(task.clone())
-        .await;
+    let refund = saga.step(Activity::RefundPayment).run(task.clone()).await;
     assert_eq!(
         refund,
         StepOutcome::Done(json!({"refunded": false, "reason": "nothing was charged"}))
     );
-    let release = saga.ports.step(Activity::ReleaseInventory).run(task).await;
+    let release = saga.step(Activity::ReleaseInventory).run(task).await;
     assert_eq!(
         release,
         StepOutcome::Done(json!({
@@ -578,7 +575,7 @@ async fn a_charge_the_order_never_recorded_is_found_and_refunded() {
         task_token: "t".into(),
         input: json!({"orderId": "o-unrecorded", "failure": {"Error": "States.Timeout", "Cause": "charge timed out"}}),
     };
-    let StepOutcome::Done(output) = saga.ports.step(Activity::RefundPayment).run(task).await else {
+    let StepOutcome::Done(output) = saga.step(Activity::RefundPayment).run(task).await else {
         panic!("the refund step must succeed");
     };
     assert_eq!(
@@ -608,7 +605,6 @@ async fn die_mid_step(saga: &Saga, activity: Activity) {
         .unwrap()
         .expect("a task to take");
     let _ = saga
-        .ports
         .step(activity)
         .run(StepTask {
             task_token: task.task_token,
@@ -628,7 +624,6 @@ async fn work_one(saga: &Saga, activity: Activity) {
         .unwrap();
     let token = task.task_token.clone();
     match saga
-        .ports
         .step(activity)
         .run(StepTask {
             task_token: task.task_token,
@@ -767,7 +762,7 @@ async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
         Activity::ChargePayment,
         Activity::CreateShipment,
     ] {
-        let outcome = saga.ports.step(activity).run(forward.clone()).await;
+        let outcome = saga.step(activity).run(forward.clone()).await;
         assert!(
             matches!(outcome, StepOutcome::Done(_)),
             "{activity:?}: {outcome:?}"
@@ -779,7 +774,7 @@ async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
         input: json!({"orderId": "o-gone", "failure": {"Error": "States.Timeout", "Cause": "lost answer"}}),
     };
     for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let outcome = saga.ports.step(activity).run(compensation.clone()).await;
+        let outcome = saga.step(activity).run(compensation.clone()).await;
         assert!(
             matches!(outcome, StepOutcome::Done(_)),
             "{activity:?}: {outcome:?}"

@@ -10,7 +10,6 @@ mod harness;
 #[path = "saga_properties/ledger.rs"]
 mod ledger;
 
-use api::orders::SagaSettings;
 use engine::ExecutionStatus;
 use harness::{Saga, catalog_cents, request};
 use proptest::prelude::*;
@@ -24,6 +23,7 @@ use store::sandbox::{
 };
 use store::{Decision, OrderStatus, Refunded};
 use tokio::sync::watch;
+use workflow::SagaSettings;
 use workflow::steps::approval::decide;
 
 const SKUS: [&str; 3] = ["sku-a", "sku-b", "sku-c"];
@@ -411,7 +411,7 @@ async fn a_shipment_after_the_compensation_is_refused() {
     };
     let forward = json!({"orderId": id.as_str()});
     for activity in [Activity::ReserveInventory, Activity::ChargePayment] {
-        let outcome = saga.ports.step(activity).run(task(forward.clone())).await;
+        let outcome = saga.step(activity).run(task(forward.clone())).await;
         assert!(
             matches!(outcome, StepOutcome::Done(_)),
             "{activity:?}: {outcome:?}"
@@ -420,11 +420,7 @@ async fn a_shipment_after_the_compensation_is_refused() {
     // CreateShipment timed out for good: the saga compensates.
     let compensation = json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}});
     for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let outcome = saga
-            .ports
-            .step(activity)
-            .run(task(compensation.clone()))
-            .await;
+        let outcome = saga.step(activity).run(task(compensation.clone())).await;
         assert!(
             matches!(outcome, StepOutcome::Done(_)),
             "{activity:?}: {outcome:?}"
@@ -434,11 +430,7 @@ async fn a_shipment_after_the_compensation_is_refused() {
     assert_eq!(saga.level("book").await, (5, 0, 0));
 
     // The hung CreateShipment worker runs its step now.
-    let late = saga
-        .ports
-        .step(Activity::CreateShipment)
-        .run(task(forward))
-        .await;
+    let late = saga.step(Activity::CreateShipment).run(task(forward)).await;
     let shipment = saga.ports.shipping.shipment(&id).await.unwrap();
     assert!(
         shipment.is_none(),

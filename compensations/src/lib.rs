@@ -7,29 +7,17 @@
 mod failure;
 mod refund;
 mod release;
-mod shipped;
+mod void_shipping;
 
 pub use failure::record_failure;
 pub use refund::refund;
 pub use release::release;
 
-use store::{
-    Failure, GatewayError, InventoryRepository, OrderRepository, PaymentGateway, Shipment,
-    ShippingGateway, StoreError,
-};
-
-/// The ports a compensation reaches.
-#[derive(Clone, Copy)]
-pub struct Ports<'a> {
-    pub orders: &'a dyn OrderRepository,
-    pub inventory: &'a dyn InventoryRepository,
-    pub payments: &'a dyn PaymentGateway,
-    pub shipping: &'a dyn ShippingGateway,
-}
+use store::{Failure, GatewayError, Shipment, StoreError};
 
 /// What a compensation did.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome<T> {
+pub enum Compensated<T> {
     /// Undone (or a recorded no-op when the forward step never happened).
     Undone(T),
     /// The order had shipped: it completed in the world and nothing was undone.

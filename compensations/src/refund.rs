@@ -2,19 +2,17 @@
 //! `refund:{orderId}`: the charge recorded on the order, or, when the charge step never reported,
 //! the one the gateway finds; nothing to do when nothing was charged.
 
-use crate::shipped::void_shipping;
-use crate::{CompensationError, Outcome, Ports};
-use store::{Failure, OrderId, OrderStatus, Refunded};
+use crate::void_shipping::void_shipping;
+use crate::{Compensated, CompensationError};
+use store::{Failure, OrderId, OrderStatus, Ports, Refunded};
 
 pub async fn refund(
-    ports: &Ports<'_>,
+    ports: &Ports,
     order_id: &OrderId,
     failure: Failure,
-) -> Result<Outcome<Refunded>, CompensationError> {
-    if let Some(shipment) =
-        void_shipping(ports.orders, ports.inventory, ports.shipping, order_id).await?
-    {
-        return Ok(Outcome::Shipped(shipment));
+) -> Result<Compensated<Refunded>, CompensationError> {
+    if let Some(shipment) = void_shipping(ports, order_id).await? {
+        return Ok(Compensated::Shipped(shipment));
     }
     let order = ports
         .orders
@@ -41,5 +39,5 @@ pub async fn refund(
             tracing::info!(order_id = %order_id, "nothing was charged; no refund")
         }
     }
-    Ok(Outcome::Undone(refunded))
+    Ok(Compensated::Undone(refunded))
 }

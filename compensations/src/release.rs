@@ -1,21 +1,19 @@
 //! ReleaseInventory: returns the order's held stock; nothing to do when nothing was reserved.
 //! It is the last compensation, so the order ends `CANCELLED` with the failure that started it.
 
-use crate::shipped::void_shipping;
-use crate::{CompensationError, Outcome, Ports};
-use store::{Failure, OrderId, OrderStatus, Released};
+use crate::void_shipping::void_shipping;
+use crate::{Compensated, CompensationError};
+use store::{Failure, OrderId, OrderStatus, Ports, Released};
 
 pub async fn release(
-    ports: &Ports<'_>,
+    ports: &Ports,
     order_id: &OrderId,
     failure: Failure,
-) -> Result<Outcome<Released>, CompensationError> {
+) -> Result<Compensated<Released>, CompensationError> {
     // Again, in case a shipment slipped in since the refund voided shipping (it cannot: the
     // void is recorded; this keeps release safe on its own).
-    if let Some(shipment) =
-        void_shipping(ports.orders, ports.inventory, ports.shipping, order_id).await?
-    {
-        return Ok(Outcome::Shipped(shipment));
+    if let Some(shipment) = void_shipping(ports, order_id).await? {
+        return Ok(Compensated::Shipped(shipment));
     }
     let released = ports.inventory.release(order_id).await?;
     ports
@@ -32,5 +30,5 @@ pub async fn release(
             tracing::warn!(order_id = %order_id, "stock already shipped; not released")
         }
     }
-    Ok(Outcome::Undone(released))
+    Ok(Compensated::Undone(released))
 }

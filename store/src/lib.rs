@@ -1,8 +1,7 @@
 //! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
-//! through which steps reach them (repositories and gateways), the catalogue of error names the
-//! steps report, the SQLite adapters of the embedded default, the DynamoDB adapters of AWS mode,
-//! the sandbox gateways over either, and a Stripe-compatible payment gateway over HTTP
-//! (`stripe`).
+//! through which steps reach them (repositories and gateways, bundled as [`Ports`]), the SQLite
+//! adapters of the embedded default, the DynamoDB adapters of AWS mode, the sandbox gateways
+//! over either, and a Stripe-compatible payment gateway over HTTP (`stripe`).
 
 #[cfg(feature = "contract")]
 pub mod contract;
@@ -11,7 +10,7 @@ pub mod error;
 pub mod ports;
 
 pub use domain::*;
-pub use error::{ErrorName, GatewayError, StoreError};
+pub use error::{GatewayError, StoreError};
 pub use ports::*;
 pub mod dynamodb;
 pub mod sandbox;

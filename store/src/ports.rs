@@ -7,6 +7,19 @@ use crate::error::{GatewayError, StoreError};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The four ports the saga and the service reach, together: the order records, the stock, the
+/// payment provider and the carrier. Built once at start-up (`SqliteStore::ports`,
+/// `DynamoStore::ports`, or by hand with a real provider) and shared by the HTTP handlers, the
+/// saga's steps, the compensations and the audit.
+#[derive(Clone)]
+pub struct Ports {
+    pub orders: Arc<dyn OrderRepository>,
+    pub inventory: Arc<dyn InventoryRepository>,
+    pub payments: Arc<dyn PaymentGateway>,
+    pub shipping: Arc<dyn ShippingGateway>,
+}
 
 /// One page of a listing, in the adapter's own order (a key order, or a scan's). `next` is an
 /// opaque cursor: pass it as `after` for the following page; `None` on the last page. A page

@@ -1,17 +1,21 @@
-//! The order saga as a workflow: its state machine definition (`order_saga.asl.json`, the one
-//! definition for the embedded engine and AWS), the workflow port with its adapters, the
-//! activity-worker runtime that runs steps, and the forward steps themselves.
+//! The order saga, whole: its state machine definition (`order_saga.asl.json`, the one
+//! definition for the embedded engine and AWS) with its input and error names, every step it
+//! runs (forward and compensating, with the activity → step table), the activity workers, and
+//! the workflow port with its adapters.
 
 pub mod aws;
 pub mod definition;
 pub mod embedded;
 pub mod port;
-pub mod runtime;
 pub mod steps;
+pub mod workers;
 
 pub use aws::AwsWorkflow;
+pub use definition::{ErrorName, SagaInput, SagaSettings};
 pub use embedded::EmbeddedWorkflow;
 pub use port::{
     ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
 };
-pub use runtime::{RunningPool, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings};
+pub use workers::{
+    RunningPool, SagaWorkers, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings,
+};

@@ -10,7 +10,7 @@ use harness::{
     APPROVAL_HEARTBEAT, APPROVAL_TIMEOUT, COMPENSATED, Execution, FORWARD, cause_of, input, retrier,
 };
 use serde_json::json;
-use store::ErrorName;
+use workflow::ErrorName;
 
 /// The states a cancelled saga ends with.
 const CANCELLATION: [&str; 3] = ["RefundPayment", "ReleaseInventory", "OrderCancelled"];

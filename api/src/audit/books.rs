@@ -13,10 +13,7 @@ use futures_util::{StreamExt, stream};
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::Arc;
-use store::{
-    Charge, InventoryRepository, Order, OrderId, OrderRepository, OrderStatus, Page,
-    PaymentGateway, Refund, Reservation, StockLevel,
-};
+use store::{Charge, Order, OrderId, OrderStatus, Page, Ports, Refund, Reservation, StockLevel};
 
 /// Items per listing call: a DynamoDB scan page reads at most this many items (at most 1 MB);
 /// Stripe takes at most 100 (its gateway asks for no more).
@@ -30,9 +27,8 @@ const LOOKUPS_IN_FLIGHT: usize = 8;
 /// Where the books are read.
 #[derive(Clone)]
 pub struct Sources {
-    pub orders: Arc<dyn OrderRepository>,
-    pub inventory: Arc<dyn InventoryRepository>,
-    pub payments: Arc<dyn PaymentGateway>,
+    /// The orders, the stock and the payment provider's books (the carrier is not read).
+    pub ports: Ports,
     pub executions: Arc<dyn Executions>,
 }
 
@@ -105,7 +101,7 @@ where
 impl Books {
     /// Reads the books from `sources` (see the module docs for the order of the reads).
     pub async fn collect(sources: &Sources) -> Result<Books, AuditError> {
-        let payments = sources.payments.as_ref();
+        let payments = sources.ports.payments.as_ref();
         let refunds = all("refunds", |after| async move {
             payments.list_refunds(after.as_deref(), PAGE).await
         })
@@ -114,7 +110,7 @@ impl Books {
             payments.list_charges(after.as_deref(), PAGE).await
         })
         .await?;
-        let orders = sources.orders.as_ref();
+        let orders = sources.ports.orders.as_ref();
         let orders: Vec<OrderView> = all("orders", |after| async move {
             orders
                 .list_orders(after.as_deref(), PAGE)
@@ -125,7 +121,7 @@ impl Books {
                 })
         })
         .await?;
-        let inventory = sources.inventory.as_ref();
+        let inventory = sources.ports.inventory.as_ref();
         let stock = all("stock", |after| async move {
             inventory.list_stock(after.as_deref(), PAGE).await
         })

@@ -180,7 +180,7 @@ pub async fn decide_approval(
     };
     let name = decision_name(decision);
     let outcome = decide(
-        state.orders.as_ref(),
+        state.ports.orders.as_ref(),
         state.workflow.as_ref(),
         order.id(),
         decision,
@@ -265,6 +265,7 @@ pub async fn pending(
     Problem::check_query(errors)?;
     let limit = limit.map_or(100, |n| n as u32);
     let pending = state
+        .ports
         .orders
         .pending_approvals(limit)
         .await

@@ -87,7 +87,7 @@ pub async fn healthz() -> Json<Health> {
 )]
 #[tracing::instrument(name = "readiness", skip_all)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    match probe(state.orders.as_ref(), state.workflow.as_ref()).await {
+    match probe(state.ports.orders.as_ref(), state.workflow.as_ref()).await {
         Ok(()) => Ok(Json(Health {
             status: "ready".to_owned(),
         })),

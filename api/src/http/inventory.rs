@@ -148,6 +148,7 @@ pub async fn put_stock(
         return Err(Problem::validation(errors));
     };
     let level = state
+        .ports
         .inventory
         .set_stock(&sku, change.available, change.price.as_ref())
         .await
@@ -187,7 +188,7 @@ pub async fn get_stock(
     if sku_error(&sku).is_some() {
         return Err(not_found());
     }
-    match state.inventory.stock(&sku).await {
+    match state.ports.inventory.stock(&sku).await {
         Ok(Some(level)) => Ok(Json(level.into())),
         Ok(None) => Err(not_found()),
         Err(e) => Err(Problem::backend(&e, e.is_transient())),
@@ -239,6 +240,7 @@ pub async fn list_stock(
     };
     Problem::check_query(errors)?;
     let page = state
+        .ports
         .inventory
         .list_stock(after.as_deref(), limit)
         .await

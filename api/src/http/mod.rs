@@ -14,7 +14,7 @@ pub mod rate_limit;
 pub mod server;
 pub mod validate;
 
-use crate::orders::OrderIntake;
+use crate::intake::OrderIntake;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
@@ -25,7 +25,7 @@ use problem::{Problem, ProblemKind};
 use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
-use store::{InventoryRepository, OrderRepository, PaymentGateway, ShippingGateway};
+use store::Ports;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -84,17 +84,13 @@ impl Default for HttpLimits {
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
-    pub orders: Arc<dyn OrderRepository>,
-    pub inventory: Arc<dyn InventoryRepository>,
+    /// The orders and stock, and the payment provider and carrier (read by the status view).
+    pub ports: Ports,
     pub workflow: Arc<dyn WorkflowPort>,
     pub intake: Arc<OrderIntake>,
     /// Checks the API keys requests present.
     pub auth: Arc<auth::Authenticator>,
     pub limits: HttpLimits,
-    /// Read by the status endpoint (the order's charge).
-    pub payments: Arc<dyn PaymentGateway>,
-    /// Read by the status endpoint (the order's shipment).
-    pub shipping: Arc<dyn ShippingGateway>,
     /// `Metrics::new()`; served at `/metrics`.
     pub metrics: Metrics,
 }

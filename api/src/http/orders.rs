@@ -1,6 +1,6 @@
 //! `POST /orders`, `GET /orders/{orderId}`, `GET /orders/{orderId}/status` and
 //! `GET /orders/{orderId}/history`: placing an order (business-key idempotency through
-//! [`OrderIntake`](crate::orders::OrderIntake)), reading it back, and watching its saga.
+//! [`OrderIntake`](crate::intake::OrderIntake)), reading it back, and watching its saga.
 
 use super::AppState;
 use super::auth::Caller;
@@ -8,7 +8,7 @@ use super::extract::{JsonBody, PathParam, QueryParams};
 use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
-use crate::orders::{IntakeError, Placed};
+use crate::intake::{IntakeError, Placed};
 use crate::pricing::{LineProblem, Mispriced};
 use axum::Json;
 use axum::extract::State;
@@ -384,7 +384,7 @@ fn status_url(id: &OrderId) -> String {
 /// The order with id `raw`, or 404 (an id that cannot exist is unknown too).
 pub(super) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
     let id = OrderId::parse(raw).map_err(|_| order_not_found(raw))?;
-    match state.orders.get(&id).await {
+    match state.ports.orders.get(&id).await {
         Ok(Some(order)) => Ok(order),
         Ok(None) => Err(order_not_found(raw)),
         Err(e) => Err(Problem::backend(&e, e.is_transient())),
@@ -585,7 +585,7 @@ async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>,
     if !charged_before_charge_times {
         return Ok(None);
     }
-    let charge = state.payments.find_charge(order.id()).await?;
+    let charge = state.ports.payments.find_charge(order.id()).await?;
     Ok(charge.map(|c| PaymentView {
         charge_id: c.charge_id,
         amount_cents: c.amount_cents,
@@ -626,9 +626,9 @@ pub async fn status(
     let id = order.id();
     let (execution_status, reservation, payment, shipment) = tokio::join!(
         execution_status(&state, arn),
-        state.inventory.reservation(id),
+        state.ports.inventory.reservation(id),
         payment(&state, &order),
-        state.shipping.shipment(id),
+        state.ports.shipping.shipment(id),
     );
     let execution_status = execution_status?;
     let reservation = reservation.map_err(|e| Problem::backend(&e, e.is_transient()))?;

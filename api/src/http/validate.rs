@@ -2,7 +2,7 @@
 //! by its JSON pointer: a missing field, a wrong type, a value out of range, an unknown field.
 
 use super::problem::FieldError;
-use crate::orders::OrderRequest;
+use crate::intake::OrderRequest;
 use crate::pricing::RequestedLine;
 use serde_json::{Map, Value};
 use store::{Address, Decision, OrderId, Price};
@@ -598,7 +598,7 @@ mod tests {
 
     mod round_trip {
         use super::super::order_request;
-        use crate::orders::OrderRequest;
+        use crate::intake::OrderRequest;
         use crate::pricing::RequestedLine;
         use proptest::prelude::*;
         use store::{Address, OrderId};

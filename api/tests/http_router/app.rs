@@ -4,8 +4,7 @@
 use api::http::auth::Authenticator;
 use api::http::rate_limit::RateLimitSettings;
 use api::http::{AppState, HttpLimits, Metrics, router};
-use api::orders::{OrderIntake, SagaSettings};
-use api::saga::{SagaPorts, SagaWorkers};
+use api::intake::OrderIntake;
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
@@ -16,8 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::{Order, OrderId, OrderRepository, PaymentGateway, SqliteStore};
 use tower::ServiceExt;
+use workflow::SagaSettings;
+use workflow::SagaWorkers;
+use workflow::WorkerSettings;
 use workflow::embedded::EmbeddedWorkflow;
-use workflow::runtime::WorkerSettings;
 
 /// The operator token the service is started with (`--operator-token`).
 pub const TOKEN: &str = "op-token-7f3a9c1e5b";
@@ -125,7 +126,7 @@ impl App {
         let (client_key, _) = api::keys::create(&store, CLIENT, store::Role::Client)
             .await
             .unwrap();
-        let ports = SagaPorts::sqlite(&store);
+        let ports = store.ports();
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
             inventory: ports.inventory.clone(),
@@ -140,8 +141,7 @@ impl App {
             Duration::from_millis(300),
         );
         let state = AppState {
-            orders: ports.orders.clone(),
-            inventory: ports.inventory.clone(),
+            ports,
             workflow,
             intake,
             // Requests through the router have no peer address: they would all share one
@@ -156,8 +156,6 @@ impl App {
                 },
             )),
             limits,
-            payments: ports.payments.clone(),
-            shipping: ports.shipping.clone(),
             metrics: Metrics::new(),
         };
         App {
@@ -172,10 +170,10 @@ impl App {
     /// The same service with another order repository (for the HTTP layer and order intake).
     pub fn with_orders(&self, orders: Arc<dyn OrderRepository>) -> Router {
         let mut state = self.state.clone();
-        state.orders = orders.clone();
+        state.ports.orders = orders.clone();
         state.intake = Arc::new(OrderIntake {
             orders,
-            inventory: state.inventory.clone(),
+            inventory: state.ports.inventory.clone(),
             workflow: state.workflow.clone(),
             settings: self.state.intake.settings.clone(),
             queue: None,
@@ -187,7 +185,7 @@ impl App {
     /// the real one).
     pub fn with_payments(&self, payments: Arc<dyn PaymentGateway>) -> Router {
         let mut state = self.state.clone();
-        state.payments = payments;
+        state.ports.payments = payments;
         router(state)
     }
 
@@ -301,7 +299,7 @@ impl App {
     /// The stored order, if any.
     pub async fn stored(&self, id: &str) -> Option<Order> {
         match OrderId::parse(id) {
-            Ok(id) => self.state.orders.get(&id).await.unwrap(),
+            Ok(id) => self.state.ports.orders.get(&id).await.unwrap(),
             Err(_) => None,
         }
     }

@@ -1,24 +1,26 @@
 //! A whole saga on real SQLite files: the embedded engine, the store with its sandbox gateways,
 //! the workers and the keeper, and order intake.
 
-use api::orders::{OrderIntake, OrderRequest, Placed, SagaSettings};
+use api::intake::{OrderIntake, OrderRequest, Placed};
 use api::pricing::RequestedLine;
-use api::saga::{SagaPorts, SagaWorkers};
 use engine::{
     Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::SqliteStore;
 use store::{Address, Order, OrderId, OrderStatus, Price};
+use store::{Ports, SqliteStore};
+use workflow::SagaSettings;
+use workflow::SagaWorkers;
+use workflow::definition::Activity;
 use workflow::embedded::EmbeddedWorkflow;
-use workflow::runtime::WorkerSettings;
+use workflow::{Step, WorkerSettings};
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
 pub struct Saga {
     _dir: tempfile::TempDir,
-    pub ports: SagaPorts,
+    pub ports: Ports,
     pub workflow: Arc<EmbeddedWorkflow>,
     pub intake: OrderIntake,
     pub workers: Option<SagaWorkers>,
@@ -40,7 +42,7 @@ impl Saga {
             .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let ports = SagaPorts::sqlite(&store);
+        let ports = store.ports();
         let intake = OrderIntake {
             orders: ports.orders.clone(),
             inventory: ports.inventory.clone(),
@@ -57,6 +59,11 @@ impl Saga {
         };
         saga.start_workers();
         saga
+    }
+
+    /// The step the workers run for `activity`, to run by hand.
+    pub fn step(&self, activity: Activity) -> Arc<dyn Step> {
+        workflow::steps::for_activity(activity, &self.ports)
     }
 
     pub async fn default() -> Saga {

@@ -113,6 +113,16 @@ impl DynamoStore {
         SandboxShipping::new(self.clone())
     }
 
+    /// This table's ports: its orders and stock, and the sandbox gateways over its ledger.
+    pub fn ports(&self) -> crate::Ports {
+        crate::Ports {
+            orders: std::sync::Arc::new(self.clone()),
+            inventory: std::sync::Arc::new(self.clone()),
+            payments: std::sync::Arc::new(self.payments()),
+            shipping: std::sync::Arc::new(self.shipping()),
+        }
+    }
+
     /// The item `pk` as it is now (a strongly consistent read).
     pub(crate) async fn get_item(&self, pk: String) -> Result<Option<Item>, StoreError> {
         let out = self

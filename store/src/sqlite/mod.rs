@@ -168,6 +168,17 @@ impl SqliteStore {
         SandboxShipping::new(self.clone())
     }
 
+    /// The embedded default's ports: this file's orders and stock, and the sandbox gateways
+    /// over its ledger.
+    pub fn ports(&self) -> crate::Ports {
+        crate::Ports {
+            orders: std::sync::Arc::new(self.clone()),
+            inventory: std::sync::Arc::new(self.clone()),
+            payments: std::sync::Arc::new(self.payments()),
+            shipping: std::sync::Arc::new(self.shipping()),
+        }
+    }
+
     /// The group-commit writer's counters.
     pub fn writer_stats(&self) -> &WriterStats {
         self.inner.writer.stats()

@@ -5,20 +5,21 @@
 //! decision that reaches a token the approval window already closed took no effect, and says so.
 
 use super::{OrderInput, attempt, failed, load_order, store_failed};
+use crate::ErrorName;
 use crate::definition::APPROVAL_STATE;
 use crate::port::{WorkflowError, WorkflowPort};
-use crate::runtime::{Step, StepOutcome, StepTask};
+use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{
-    Decided, Decision, ErrorName, Failure, Order, OrderId, OrderRepository, OrderStatus, StoreError,
+    Decided, Decision, Failure, Order, OrderId, OrderRepository, OrderStatus, Ports, StoreError,
 };
 
 pub struct AwaitApproval {
-    pub orders: Arc<dyn OrderRepository>,
+    pub ports: Ports,
 }
 
 /// The task output of an approval, and the cause of a rejection.
@@ -45,11 +46,12 @@ fn rejection_cause(order: &Order) -> String {
 impl Step for AwaitApproval {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
-        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
         // A decision made while an earlier token was out: answer it now.
         match order.approval.as_ref().and_then(|a| a.decision) {
             Some(Decision::Approve) => {
                 return match self
+                    .ports
                     .orders
                     .advance(&input.order_id, OrderStatus::Approved, None)
                     .await
@@ -70,6 +72,7 @@ impl Step for AwaitApproval {
             );
         }
         match self
+            .ports
             .orders
             .park_approval(&input.order_id, &task.task_token, Utc::now())
             .await

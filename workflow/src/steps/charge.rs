@@ -2,22 +2,21 @@
 //! time recorded on the order for the refund and the status view.
 
 use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
-use crate::runtime::{Step, StepOutcome, StepTask};
+use crate::ErrorName;
+use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use std::sync::Arc;
-use store::{ChargeRequest, ErrorName, GatewayError, OrderRepository, OrderStatus, PaymentGateway};
+use store::{ChargeRequest, GatewayError, OrderStatus, Ports};
 
-pub struct Charge {
-    pub orders: Arc<dyn OrderRepository>,
-    pub payments: Arc<dyn PaymentGateway>,
+pub struct ChargePayment {
+    pub ports: Ports,
 }
 
 #[async_trait]
-impl Step for Charge {
+impl Step for ChargePayment {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
-        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
         let request = ChargeRequest {
             idempotency_key: input.order_id.charge_key(),
             order_id: input.order_id.clone(),
@@ -25,7 +24,7 @@ impl Step for Charge {
             currency: order.new.currency.clone(),
             payment_method: order.new.payment_method.clone(),
         };
-        let charge = match self.payments.charge(&request).await {
+        let charge = match self.ports.payments.charge(&request).await {
             Ok(charge) => charge,
             Err(GatewayError::Rejected(reason)) => {
                 return failed(ErrorName::PaymentDeclined, reason);
@@ -42,10 +41,16 @@ impl Step for Charge {
         // so the refund goes by the id instead of a lookup the provider may answer late, and the
         // status view shows the charge (its id and time; amount and currency are the order's,
         // charged above) without asking the provider at all.
-        if let Err(e) = self.orders.record_charge(&input.order_id, &charge).await {
+        if let Err(e) = self
+            .ports
+            .orders
+            .record_charge(&input.order_id, &charge)
+            .await
+        {
             return store_failed(&e);
         }
         if let Err(e) = self
+            .ports
             .orders
             .advance(&input.order_id, OrderStatus::Charged, None)
             .await

@@ -1,16 +1,47 @@
-//! The saga's forward steps, one per file. Each loads the order by the id in its input, does its
-//! one side effect idempotently (keyed by the order id, never by an attempt), moves the order's
-//! status forward, and reports an outcome with an error name from `store::ErrorName`.
+//! The saga's steps, one per file, and [`for_activity`], the table that gives each activity of
+//! the definition its step. A forward step loads the order by the id in its input, does its one
+//! side effect idempotently (keyed by the order id, never by an attempt), moves the order's
+//! status forward, and reports an outcome with an [`ErrorName`]; a compensation step runs its
+//! undo from the `compensations` crate.
 
 pub mod approval;
 pub mod charge;
+pub mod record_failure;
+pub mod refund;
+pub mod release;
 pub mod reserve;
 pub mod ship;
 
-use crate::runtime::{StepOutcome, StepTask};
+pub use approval::AwaitApproval;
+pub use charge::ChargePayment;
+pub use record_failure::RecordCompensationFailure;
+pub use refund::RefundPayment;
+pub use release::ReleaseInventory;
+pub use reserve::ReserveInventory;
+pub use ship::CreateShipment;
+
+use crate::ErrorName;
+use crate::definition::Activity;
+use crate::workers::{Step, StepOutcome, StepTask};
+use compensations::CompensationError;
 use serde::Deserialize;
-use serde_json::Value;
-use store::{ErrorName, GatewayError, Order, OrderId, OrderRepository, StoreError};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use store::{GatewayError, Order, OrderId, OrderRepository, Ports, Shipment, StoreError};
+
+/// The step that serves `activity`, over `ports`.
+pub fn for_activity(activity: Activity, ports: &Ports) -> Arc<dyn Step> {
+    let ports = ports.clone();
+    match activity {
+        Activity::ReserveInventory => Arc::new(ReserveInventory { ports }),
+        Activity::ChargePayment => Arc::new(ChargePayment { ports }),
+        Activity::AwaitApproval => Arc::new(AwaitApproval { ports }),
+        Activity::CreateShipment => Arc::new(CreateShipment { ports }),
+        Activity::RefundPayment => Arc::new(RefundPayment { ports }),
+        Activity::ReleaseInventory => Arc::new(ReleaseInventory { ports }),
+        Activity::RecordCompensationFailure => Arc::new(RecordCompensationFailure { ports }),
+    }
+}
 
 /// The input every saga task gets (`Parameters: {"orderId.$": "$.orderId", …}`).
 #[derive(Debug, Deserialize)]
@@ -52,6 +83,21 @@ pub fn gateway_store_failed(e: &GatewayError) -> StepOutcome {
         GatewayError::Store(s) => store_failed(s),
         other => failed(ErrorName::StepFailed, other.to_string()),
     }
+}
+
+/// A compensation that could not finish: transient failures are retried by the definition.
+fn compensation_failed(e: &CompensationError) -> StepOutcome {
+    let name = if e.is_transient() {
+        ErrorName::StoreUnavailable
+    } else {
+        ErrorName::StepFailed
+    };
+    failed(name, e.to_string())
+}
+
+/// A compensation's output when the order turned out to have shipped: nothing was undone.
+fn shipped(key: &str, shipment: &Shipment) -> Value {
+    json!({ key: false, "reason": "the order had shipped; nothing is undone", "shipmentId": shipment.shipment_id })
 }
 
 /// Loads the order a task is about; a missing order is a bug, reported and never retried.

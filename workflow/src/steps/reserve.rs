@@ -1,19 +1,15 @@
 //! ReserveInventory: every line of the order or none, once per order.
 
 use super::{OrderInput, attempt, failed, load_order, store_failed};
-use crate::runtime::{Step, StepOutcome, StepTask};
+use crate::ErrorName;
+use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use store::{
-    ErrorName, InventoryRepository, OrderRepository, OrderStatus, ReservationStatus, Reserved,
-    ReservedLine,
-};
+use store::{OrderStatus, Ports, ReservationStatus, Reserved, ReservedLine};
 
-pub struct Reserve {
-    pub orders: Arc<dyn OrderRepository>,
-    pub inventory: Arc<dyn InventoryRepository>,
+pub struct ReserveInventory {
+    pub ports: Ports,
 }
 
 /// The order's lines by SKU (an order may name a SKU twice).
@@ -32,11 +28,12 @@ pub fn lines_of(order: &store::Order) -> Vec<ReservedLine> {
 }
 
 #[async_trait]
-impl Step for Reserve {
+impl Step for ReserveInventory {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
-        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
         let reservation = match self
+            .ports
             .inventory
             .reserve(&input.order_id, &lines_of(&order))
             .await
@@ -62,6 +59,7 @@ impl Step for Reserve {
             );
         }
         if let Err(e) = self
+            .ports
             .orders
             .advance(&input.order_id, OrderStatus::Reserved, None)
             .await

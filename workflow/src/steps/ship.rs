@@ -2,26 +2,21 @@
 
 use super::reserve::lines_of;
 use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
-use crate::runtime::{Step, StepOutcome, StepTask};
+use crate::ErrorName;
+use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use std::sync::Arc;
-use store::{
-    ErrorName, GatewayError, InventoryRepository, OrderRepository, OrderStatus, ShipmentRequest,
-    ShippingGateway,
-};
+use store::{GatewayError, OrderStatus, Ports, ShipmentRequest};
 
-pub struct Ship {
-    pub orders: Arc<dyn OrderRepository>,
-    pub inventory: Arc<dyn InventoryRepository>,
-    pub shipping: Arc<dyn ShippingGateway>,
+pub struct CreateShipment {
+    pub ports: Ports,
 }
 
 #[async_trait]
-impl Step for Ship {
+impl Step for CreateShipment {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
-        let order = attempt!(load_order(self.orders.as_ref(), &input.order_id).await);
+        let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
         // A delivery that comes after the saga compensated is stale; the compensation also
         // voided the order's shipping, so the carrier would refuse it anyway.
         if matches!(
@@ -38,7 +33,7 @@ impl Step for Ship {
             address: order.new.shipping_address.clone(),
             lines: lines_of(&order),
         };
-        let shipment = match self.shipping.create_shipment(&request).await {
+        let shipment = match self.ports.shipping.create_shipment(&request).await {
             Ok(s) => s,
             Err(GatewayError::Rejected(reason)) => {
                 return failed(ErrorName::ShipmentRejected, reason);
@@ -48,10 +43,11 @@ impl Step for Ship {
             }
             Err(e) => return gateway_store_failed(&e),
         };
-        if let Err(e) = self.inventory.mark_shipped(&input.order_id).await {
+        if let Err(e) = self.ports.inventory.mark_shipped(&input.order_id).await {
             return store_failed(&e);
         }
         if let Err(e) = self
+            .ports
             .orders
             .advance(&input.order_id, OrderStatus::Completed, None)
             .await

@@ -13,37 +13,13 @@ use crate::pricing::{Mispriced, RequestedLine, price_lines};
 use crate::start_queue::{Queued, StartQueue};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use std::time::Duration;
 use store::{
     Address, Created, InventoryRepository, LineItem, NewOrder, Order, OrderId, OrderRepository,
     OrderStatus, StoreError,
 };
-use workflow::{WorkflowError, WorkflowPort};
-
-/// Business settings of the saga.
-#[derive(Debug, Clone)]
-pub struct SagaSettings {
-    /// Orders whose total is at or above this need an operator's approval.
-    pub approval_threshold_cents: u64,
-    /// How long an operator has to decide before the order is compensated.
-    pub approval_timeout: Duration,
-    /// How long a parked approval token may go without a heartbeat before the engine re-issues
-    /// the task (recovery time after a crash that lost a token).
-    pub approval_heartbeat: Duration,
-}
-
-impl Default for SagaSettings {
-    fn default() -> Self {
-        SagaSettings {
-            approval_threshold_cents: 100_000,
-            approval_timeout: Duration::from_secs(3 * 24 * 3600),
-            approval_heartbeat: Duration::from_secs(300),
-        }
-    }
-}
+use workflow::{SagaInput, SagaSettings, WorkflowError, WorkflowPort};
 
 /// An order as a client submits it (validated by the HTTP layer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +115,7 @@ impl OrderIntake {
             payment_method: request.payment_method,
             shipping_address: request.shipping_address,
             amount_cents,
-            requires_approval: amount_cents >= self.settings.approval_threshold_cents,
+            requires_approval: self.settings.requires_approval(amount_cents),
             body_hash,
             owner: Some(owner.to_owned()),
             created_at: Utc::now(),
@@ -147,15 +123,8 @@ impl OrderIntake {
     }
 
     /// The execution input of an order's saga.
-    pub fn saga_input(&self, order: &NewOrder) -> Value {
-        json!({
-            "orderId": order.order_id,
-            "amountCents": order.amount_cents,
-            "currency": order.currency,
-            "requiresApproval": order.requires_approval,
-            "approvalTimeoutSeconds": self.settings.approval_timeout.as_secs().max(1),
-            "approvalHeartbeatSeconds": self.settings.approval_heartbeat.as_secs().max(1),
-        })
+    pub fn saga_input(&self, order: &NewOrder) -> SagaInput {
+        SagaInput::new(order, &self.settings)
     }
 
     /// Stores the order with its execution's ARN (one write), then queues its start, or starts
@@ -186,7 +155,7 @@ impl OrderIntake {
                     queue
                         .offer(Queued::new(
                             order.id().clone(),
-                            &self.saga_input(&order.new),
+                            &self.saga_input(&order.new).to_json(),
                         ))
                         .is_ok()
                 });
@@ -230,7 +199,7 @@ impl OrderIntake {
             if order.status != OrderStatus::Accepted {
                 continue;
             }
-            let next = Queued::new(id, &self.saga_input(&order.new));
+            let next = Queued::new(id, &self.saga_input(&order.new).to_json());
             if queue.put(next).await.is_err() {
                 break;
             }
@@ -240,7 +209,7 @@ impl OrderIntake {
     }
 
     async fn start(&self, mut order: Order) -> Result<Order, IntakeError> {
-        let input = self.saga_input(&order.new);
+        let input = self.saga_input(&order.new).to_json();
         let name = order.id().as_str();
         // The execution named by the order id is the order's, whatever input it was started
         // with (the saga settings may have changed between a crash and this repair): never an

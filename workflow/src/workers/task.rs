@@ -73,7 +73,7 @@ async fn run_with_heartbeats(worker: &ActivityWorker, handle: TaskHandle) -> Ste
                         };
                         tracing::error!(%cause, "step failed");
                         StepOutcome::Failed {
-                            error: store::ErrorName::StepFailed.as_str().to_owned(),
+                            error: crate::ErrorName::StepFailed.as_str().to_owned(),
                             cause,
                         }
                     }

@@ -1,11 +1,19 @@
 //! The saga's state machine definition, `order_saga.asl.json`: the one definition deployed to
 //! AWS Step Functions and run by the embedded engine. Its Task resources are `${…}`
-//! placeholders (CloudFormation `DefinitionSubstitutions` syntax) for the activity ARNs.
+//! placeholders (CloudFormation `DefinitionSubstitutions` syntax) for the activity ARNs. Beside
+//! it, what the definition's paths and matchers name: its input ([`SagaInput`]) and the error
+//! names its steps report ([`ErrorName`]).
+
+mod errors;
+mod input;
+
+pub use errors::ErrorName;
+pub use input::{SagaInput, SagaSettings};
 
 use std::collections::HashMap;
 
 /// The definition as checked in, placeholders and all.
-pub const TEMPLATE: &str = include_str!("../order_saga.asl.json");
+pub const TEMPLATE: &str = include_str!("../../order_saga.asl.json");
 
 /// The name the saga's state machine is registered under.
 pub const STATE_MACHINE_NAME: &str = "fulfillment-order-saga";
@@ -14,54 +22,46 @@ pub const STATE_MACHINE_NAME: &str = "fulfillment-order-saga";
 /// approval window, and only a heartbeat timeout is retried there.
 pub const APPROVAL_STATE: &str = "AwaitApproval";
 
-/// The saga's activities: each with its placeholder in the definition and its activity name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Activity {
-    ReserveInventory,
-    ChargePayment,
-    AwaitApproval,
-    CreateShipment,
-    RefundPayment,
-    ReleaseInventory,
-    RecordCompensationFailure,
+/// Declares the saga's activities, one line each: the variant (which is also the Task state's
+/// name and, with `ActivityArn` appended, its placeholder in the definition) and the activity's
+/// name (the last part of its ARN).
+macro_rules! activities {
+    ($($variant:ident => $name:literal,)+) => {
+        /// The saga's activities: each with its placeholder in the definition and its name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Activity {
+            $($variant,)+
+        }
+
+        impl Activity {
+            pub const ALL: [Activity; [$(stringify!($variant)),+].len()] =
+                [$(Activity::$variant),+];
+
+            /// The placeholder in the definition (without `${` `}`).
+            pub fn placeholder(self) -> &'static str {
+                match self {
+                    $(Activity::$variant => concat!(stringify!($variant), "ActivityArn"),)+
+                }
+            }
+
+            /// The activity's name (the last part of its ARN).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Activity::$variant => $name,)+
+                }
+            }
+        }
+    };
 }
 
-impl Activity {
-    pub const ALL: [Activity; 7] = [
-        Activity::ReserveInventory,
-        Activity::ChargePayment,
-        Activity::AwaitApproval,
-        Activity::CreateShipment,
-        Activity::RefundPayment,
-        Activity::ReleaseInventory,
-        Activity::RecordCompensationFailure,
-    ];
-
-    /// The placeholder in the definition (without `${` `}`).
-    pub fn placeholder(self) -> &'static str {
-        match self {
-            Activity::ReserveInventory => "ReserveInventoryActivityArn",
-            Activity::ChargePayment => "ChargePaymentActivityArn",
-            Activity::AwaitApproval => "AwaitApprovalActivityArn",
-            Activity::CreateShipment => "CreateShipmentActivityArn",
-            Activity::RefundPayment => "RefundPaymentActivityArn",
-            Activity::ReleaseInventory => "ReleaseInventoryActivityArn",
-            Activity::RecordCompensationFailure => "RecordCompensationFailureActivityArn",
-        }
-    }
-
-    /// The activity's name (the last part of its ARN).
-    pub fn name(self) -> &'static str {
-        match self {
-            Activity::ReserveInventory => "fulfillment-reserve-inventory",
-            Activity::ChargePayment => "fulfillment-charge-payment",
-            Activity::AwaitApproval => "fulfillment-await-approval",
-            Activity::CreateShipment => "fulfillment-create-shipment",
-            Activity::RefundPayment => "fulfillment-refund-payment",
-            Activity::ReleaseInventory => "fulfillment-release-inventory",
-            Activity::RecordCompensationFailure => "fulfillment-record-compensation-failure",
-        }
-    }
+activities! {
+    ReserveInventory => "fulfillment-reserve-inventory",
+    ChargePayment => "fulfillment-charge-payment",
+    AwaitApproval => "fulfillment-await-approval",
+    CreateShipment => "fulfillment-create-shipment",
+    RefundPayment => "fulfillment-refund-payment",
+    ReleaseInventory => "fulfillment-release-inventory",
+    RecordCompensationFailure => "fulfillment-record-compensation-failure",
 }
 
 /// Fills in every `${Name}` placeholder. A placeholder without a value is an error, so a
@@ -124,6 +124,21 @@ mod tests {
         assert!(!text.contains("${"));
         for a in Activity::ALL {
             assert!(text.contains(&format!(":activity:{}\"", a.name())), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn every_activity_is_run_by_the_task_state_of_its_name() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        for a in Activity::ALL {
+            let state = &def["States"][format!("{a:?}")];
+            assert_eq!(state["Type"], "Task", "{a:?}");
+            assert!(
+                state["Resource"]
+                    .as_str()
+                    .is_some_and(|r| r.ends_with(&format!(":activity:{}", a.name()))),
+                "{a:?}"
+            );
         }
     }
 
@@ -209,7 +224,7 @@ mod tests {
                 for e in retrier["ErrorEquals"].as_array().unwrap() {
                     let e = e.as_str().unwrap();
                     let transient = e.starts_with("States.")
-                        || store::ErrorName::ALL
+                        || ErrorName::ALL
                             .iter()
                             .any(|n| n.as_str() == e && n.is_transient());
                     assert!(transient && e != "States.ALL", "{name} retries {e}");

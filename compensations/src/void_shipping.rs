@@ -4,22 +4,19 @@
 //! becomes) `COMPLETED`, whatever the execution's end says.
 
 use crate::CompensationError;
-use store::{
-    InventoryRepository, OrderId, OrderRepository, OrderStatus, Shipment, ShippingGateway, Voided,
-};
+use store::{OrderId, OrderStatus, Ports, Shipment, Voided};
 
 /// `Some(shipment)` when the order had shipped; otherwise no shipment can be made any more.
 pub async fn void_shipping(
-    orders: &dyn OrderRepository,
-    inventory: &dyn InventoryRepository,
-    shipping: &dyn ShippingGateway,
+    ports: &Ports,
     order_id: &OrderId,
 ) -> Result<Option<Shipment>, CompensationError> {
-    match shipping.void(order_id).await? {
+    match ports.shipping.void(order_id).await? {
         Voided::Now => Ok(None),
         Voided::Shipped(shipment) => {
-            inventory.mark_shipped(order_id).await?;
-            orders
+            ports.inventory.mark_shipped(order_id).await?;
+            ports
+                .orders
                 .advance(order_id, OrderStatus::Completed, None)
                 .await?;
             tracing::warn!(

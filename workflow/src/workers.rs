@@ -1,5 +1,6 @@
-//! The activity-worker runtime: pollers per activity, bounded concurrency, heartbeats while a
-//! step runs, step outcomes reported to the workflow, and a graceful stop.
+//! The activity workers: a pool with pollers per activity and bounded concurrency, heartbeats
+//! while a step runs, step outcomes reported to the workflow, and a graceful stop; and the
+//! saga's workers started on it ([`SagaWorkers`]).
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -16,10 +17,10 @@ pub struct StepTask {
 pub enum StepOutcome {
     /// Report `SendTaskSuccess` with this output.
     Done(Value),
-    /// Report `SendTaskFailure` (`error` is a name from `store::ErrorName`).
+    /// Report `SendTaskFailure` (`error` is a name from [`crate::ErrorName`]).
     Failed { error: String, cause: String },
     /// Answer nothing: the step parked the task token for someone else to answer later (the
-    /// approval step); the runtime stops heartbeating it.
+    /// approval step); the pool stops heartbeating it.
     Parked,
 }
 
@@ -31,6 +32,8 @@ pub trait Step: Send + Sync {
 }
 
 mod pool;
+mod saga;
 mod task;
 
 pub use pool::{RunningPool, WorkerPool, WorkerSettings};
+pub use saga::SagaWorkers;
