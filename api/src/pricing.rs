@@ -3,18 +3,38 @@
 //! (a storefront showing a stale price learns it before anyone is charged). A SKU without a
 //! price cannot be ordered, nor can a line priced in another currency than the order's.
 
+use crate::http::validate::{whole, whole_opt};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use store::{LineItem, Price};
+use utoipa::ToSchema;
 
-/// A line as the caller sends it: the price is optional, and only checked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A line of an order.
+// As the caller sends it: the price is optional, and only checked. Its serialized form is part
+// of the order's body hash (`intake::body_hash`): keep it stable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schema(as = OrderLine)]
 pub struct RequestedLine {
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9_.-]+$",
+        example = "book"
+    )]
     pub sku: String,
+    #[schema(minimum = 1, maximum = 10000, example = 1)]
+    #[serde(deserialize_with = "whole")]
     pub quantity: u32,
-    /// The unit price the caller expects, if it said one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The price of one unit the caller expects, in the currency's minor unit. Optional: the
+    /// order is priced from the catalog; when given, it must be the catalog's price
+    /// (`price-mismatch` otherwise).
+    #[schema(minimum = 0, maximum = 100000000, example = 2500, nullable = false)]
+    #[serde(
+        default,
+        deserialize_with = "whole_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub unit_price_cents: Option<u64>,
 }
 

@@ -25,7 +25,6 @@ const STATES_TIMEOUT: &str = "States.Timeout";
 /// An operator's decision.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)] // documents the body; the handler validates the JSON by hand
 pub struct ApprovalRequest {
     pub decision: DecisionName,
     /// Why (kept on the approval record; a rejection's cause).
@@ -42,6 +41,15 @@ pub struct ApprovalRequest {
 pub enum DecisionName {
     Approve,
     Reject,
+}
+
+impl From<DecisionName> for Decision {
+    fn from(d: DecisionName) -> Self {
+        match d {
+            DecisionName::Approve => Decision::Approve,
+            DecisionName::Reject => Decision::Reject,
+        }
+    }
 }
 
 impl From<Decision> for DecisionName {

@@ -19,15 +19,16 @@ use utoipa::{IntoParams, ToSchema};
 /// it was.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)] // documents the body; the handler validates the JSON by hand
 pub struct StockCount {
     /// Units on the shelf that orders may reserve from now on. Units already reserved by
     /// orders in progress, or shipped, are not part of it (they stay as they are).
     #[schema(minimum = 0, maximum = 1000000000, example = 10, nullable = false)]
+    #[serde(default, deserialize_with = "validate::whole_opt")]
     pub available: Option<u64>,
     /// The catalog price of one unit: what new orders are charged. Orders placed before keep
     /// the price they were placed at. Only orders in its currency can buy the SKU.
     #[schema(nullable = false)]
+    #[serde(default)]
     pub price: Option<CatalogPrice>,
 }
 
@@ -37,6 +38,7 @@ pub struct StockCount {
 pub struct CatalogPrice {
     /// One unit, in the currency's minor unit.
     #[schema(minimum = 0, maximum = 100000000, example = 2500)]
+    #[serde(deserialize_with = "validate::whole")]
     pub cents: u64,
     /// ISO 4217.
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]

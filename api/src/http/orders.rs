@@ -8,8 +8,8 @@ use super::extract::{JsonBody, PathParam, QueryParams};
 use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
-use crate::intake::{IntakeError, Placed};
-use crate::pricing::{LineProblem, Mispriced};
+use crate::intake::{IntakeError, OrderRequest, Placed};
+use crate::pricing::{LineProblem, Mispriced, RequestedLine};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use store::{GatewayError, Order, OrderId, OrderStatus};
+use store::{Address, GatewayError, Order, OrderId, OrderStatus};
 use tracing::Span;
 use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
@@ -26,31 +26,9 @@ use workflow::WorkflowError;
 /// Marks a response that repeats an earlier one (the request was a replay).
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
-/// A line of an order.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)] // documents the body; the handler validates the JSON by hand
-pub struct OrderLine {
-    #[schema(
-        min_length = 1,
-        max_length = 64,
-        pattern = "^[A-Za-z0-9_.-]+$",
-        example = "book"
-    )]
-    pub sku: String,
-    #[schema(minimum = 1, maximum = 10000, example = 1)]
-    pub quantity: u32,
-    /// The price of one unit the caller expects, in the currency's minor unit. Optional: the
-    /// order is priced from the catalog; when given, it must be the catalog's price
-    /// (`price-mismatch` otherwise).
-    #[schema(minimum = 0, maximum = 100000000, example = 2500, nullable = false)]
-    pub unit_price_cents: Option<u64>,
-}
-
 /// Where the order ships to.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
 pub struct ShippingAddress {
     #[schema(
         pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$",
@@ -90,7 +68,6 @@ pub struct ShippingAddress {
 /// operator's approval.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[allow(dead_code)]
 pub struct PlaceOrder {
     /// The business key: placing the same order again replays; another body with the same id
     /// is a conflict.
@@ -109,7 +86,7 @@ pub struct PlaceOrder {
     )]
     pub customer_id: String,
     #[schema(min_items = 1, max_items = 50)]
-    pub items: Vec<OrderLine>,
+    pub items: Vec<RequestedLine>,
     /// ISO 4217.
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]
     pub currency: String,
@@ -122,6 +99,29 @@ pub struct PlaceOrder {
     )]
     pub payment_method: String,
     pub shipping_address: ShippingAddress,
+}
+
+impl TryFrom<PlaceOrder> for OrderRequest {
+    /// The message for `/orderId` (its schema admits only valid ids, so this is a bug guard).
+    type Error = String;
+
+    fn try_from(body: PlaceOrder) -> Result<OrderRequest, String> {
+        let a = body.shipping_address;
+        Ok(OrderRequest {
+            order_id: OrderId::parse(&body.order_id)?,
+            customer_id: body.customer_id,
+            items: body.items,
+            currency: body.currency,
+            payment_method: body.payment_method,
+            shipping_address: Address {
+                name: a.name,
+                line1: a.line1,
+                city: a.city,
+                postal_code: a.postal_code,
+                country: a.country,
+            },
+        })
+    }
 }
 
 /// The saga status of an order.

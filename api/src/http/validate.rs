@@ -1,108 +1,151 @@
-//! Request bodies validated by hand from JSON values, so every bad field is reported at once and
-//! by its JSON pointer: a missing field, a wrong type, a value out of range, an unknown field.
+//! Request bodies checked against the published contract itself: each body is validated with
+//! the JSON Schema that `openapi/openapi.json` documents for it (generated from the request
+//! types: [`PlaceOrder`], [`StockCount`], [`ApprovalRequest`]), so every limit is written once,
+//! on the type, and every bad field is reported at once by its JSON pointer; only then is the
+//! body deserialized into that same type.
 
+use super::approvals::ApprovalRequest;
+use super::inventory::StockCount;
+use super::orders::PlaceOrder;
 use super::problem::FieldError;
 use crate::intake::OrderRequest;
-use crate::pricing::RequestedLine;
-use serde_json::{Map, Value};
-use store::{Address, Decision, OrderId, Price};
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use store::{Decision, Price};
+use utoipa::ToSchema;
 
 /// Lines per order. Every line's SKU is written in the reservation's one DynamoDB transaction
 /// (at most 100 actions, the reservation record among them), so this stays well below that.
+/// (The schema's `maxItems`; a test keeps the two equal.)
 pub const MAX_ITEMS: usize = 50;
+/// `OrderLine.quantity`'s `maximum`.
 pub const MAX_QUANTITY: u64 = 10_000;
+/// `OrderLine.unitPriceCents`' and `CatalogPrice.cents`' `maximum`.
 pub const MAX_UNIT_PRICE_CENTS: u64 = 100_000_000;
+/// `StockCount.available`'s `maximum`.
 pub const MAX_AVAILABLE: u64 = 1_000_000_000;
+/// `ApprovalRequest.reason`'s `maxLength`.
 pub const MAX_REASON_CHARS: usize = 500;
 
-/// Collects the errors of one body.
-#[derive(Default)]
-struct Errors(Vec<FieldError>);
+/// The compiled schema of every request body, by its schema's name.
+fn validators() -> &'static HashMap<&'static str, jsonschema::Validator> {
+    static VALIDATORS: OnceLock<HashMap<&'static str, jsonschema::Validator>> = OnceLock::new();
+    VALIDATORS.get_or_init(|| {
+        let document = serde_json::to_value(super::openapi::document())
+            .expect("the OpenAPI document serializes");
+        let components = document["components"].clone();
+        [
+            PlaceOrder::name(),
+            StockCount::name(),
+            ApprovalRequest::name(),
+        ]
+        .into_iter()
+        .map(|name| {
+            // The component's schema, with the document's components beside it so that its
+            // `$ref`s (`#/components/schemas/…`) resolve.
+            let schema = serde_json::json!({
+                "$ref": format!("#/components/schemas/{name}"),
+                "components": components,
+            });
+            let validator = jsonschema::draft202012::new(&schema)
+                .unwrap_or_else(|e| panic!("the schema of {name} compiles: {e}"));
+            (leak(name), validator)
+        })
+        .collect()
+    })
+}
 
-impl Errors {
-    fn add(&mut self, field: &str, message: impl Into<String>) {
-        self.0.push(FieldError::new(field, message));
+fn leak(name: std::borrow::Cow<'static, str>) -> &'static str {
+    match name {
+        std::borrow::Cow::Borrowed(s) => s,
+        std::borrow::Cow::Owned(s) => Box::leak(s.into_boxed_str()),
     }
+}
 
-    /// The object at `pointer`, checking that it has only `allowed` keys.
-    fn object<'v>(
-        &mut self,
-        pointer: &str,
-        value: &'v Value,
-        allowed: &[&str],
-    ) -> Option<&'v Map<String, Value>> {
-        let Some(object) = value.as_object() else {
-            self.add(pointer, "must be an object");
-            return None;
-        };
-        for key in object.keys() {
-            if !allowed.contains(&key.as_str()) {
-                self.add(&child(pointer, key), "is not a known field");
-            }
-        }
-        Some(object)
-    }
-
-    /// A required member of an object, or an error.
-    fn member<'v>(
-        &mut self,
-        pointer: &str,
-        object: &'v Map<String, Value>,
-        key: &str,
-    ) -> Option<(String, &'v Value)> {
-        let at = child(pointer, key);
-        match object.get(key) {
-            Some(v) => Some((at, v)),
-            None => {
-                self.add(&at, "is required");
-                None
-            }
-        }
-    }
-
-    /// A string of `min..=max` characters without control characters.
-    fn text(&mut self, at: &str, value: &Value, min: usize, max: usize) -> Option<String> {
-        let Some(s) = value.as_str() else {
-            self.add(at, "must be a string");
-            return None;
-        };
-        let n = s.chars().count();
-        if n < min || n > max {
-            self.add(at, format!("must be {min} to {max} characters"));
-            None
-        } else if s.chars().any(char::is_control) {
-            self.add(at, "must not contain control characters");
-            None
-        } else {
-            Some(s.to_owned())
-        }
-    }
-
-    /// A string of exactly `len` ASCII uppercase letters.
-    fn code(&mut self, at: &str, value: &Value, len: usize, what: &str) -> Option<String> {
-        let Some(s) = value.as_str() else {
-            self.add(at, "must be a string");
-            return None;
-        };
-        if s.len() == len && s.bytes().all(|b| b.is_ascii_uppercase()) {
-            Some(s.to_owned())
-        } else {
-            self.add(at, format!("must be {len} uppercase letters ({what})"));
-            None
-        }
-    }
-
-    /// An integer in `min..=max`: a whole JSON number, written `7` or `7.0` (a fraction, a
-    /// string or a negative number is an error).
-    fn integer(&mut self, at: &str, value: &Value, min: u64, max: u64) -> Option<u64> {
-        match whole_number(value) {
-            Some(n) if (min..=max).contains(&n) => Some(n),
-            _ => {
-                self.add(at, format!("must be an integer from {min} to {max}"));
-                None
+/// `body` as a `T`, or every field that breaks `T`'s published schema (one message per field,
+/// the first found).
+pub fn parse<T: ToSchema + DeserializeOwned>(body: &Value) -> Result<T, Vec<FieldError>> {
+    let name = T::name();
+    let validator = &validators()[name.as_ref()];
+    let mut errors: Vec<FieldError> = Vec::new();
+    for error in validator.iter_errors(body) {
+        let at = error.instance_path().as_str().to_owned();
+        for (field, message) in explain(&at, error.kind()) {
+            if !errors.iter().any(|e| e.field == field) {
+                errors.push(FieldError::new(field, message));
             }
         }
     }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // The schema is generated from `T`, so what it admits deserializes; a mismatch is a bug in
+    // the type's annotations, reported on the whole body rather than as a 500.
+    serde_json::from_value(body.clone()).map_err(|e| vec![FieldError::new("", e.to_string())])
+}
+
+/// The field(s) and message(s) of one schema violation found at `at`.
+fn explain(at: &str, kind: &ValidationErrorKind) -> Vec<(String, String)> {
+    let one = |message: String| vec![(at.to_owned(), message)];
+    match kind {
+        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|key| (child(at, key), "is not a known field".to_owned()))
+            .collect(),
+        ValidationErrorKind::Required { property } => {
+            let key = property.as_str().unwrap_or_default();
+            vec![(child(at, key), "is required".to_owned())]
+        }
+        ValidationErrorKind::Type { kind } => one(format!("must be {}", type_name(kind))),
+        ValidationErrorKind::MinLength { limit } => {
+            one(format!("must be at least {limit} characters"))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            one(format!("must be at most {limit} characters"))
+        }
+        ValidationErrorKind::Pattern { pattern } if pattern == NO_CONTROL_CHARACTERS => {
+            one("must not contain control characters".to_owned())
+        }
+        ValidationErrorKind::Pattern { pattern } => one(format!("must match {pattern}")),
+        ValidationErrorKind::Minimum { limit } => one(format!("must be at least {limit}")),
+        ValidationErrorKind::Maximum { limit } => one(format!("must be at most {limit}")),
+        ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
+        ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
+        ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
+        ValidationErrorKind::MinProperties { .. } => {
+            one("must set at least one of its fields".to_owned())
+        }
+        other => one(format!("is invalid ({})", other.keyword())),
+    }
+}
+
+/// The pattern of free text: any characters but control characters (Unicode `Cc`).
+const NO_CONTROL_CHARACTERS: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$";
+
+fn type_name(kind: &TypeKind) -> String {
+    use jsonschema::JsonType;
+    let one = |t: JsonType| match t {
+        JsonType::Array => "an array",
+        JsonType::Boolean => "a boolean",
+        JsonType::Integer => "an integer",
+        JsonType::Null => "null",
+        JsonType::Number => "a number",
+        JsonType::Object => "an object",
+        JsonType::String => "a string",
+    };
+    match kind {
+        TypeKind::Single(t) => one(*t).to_owned(),
+        TypeKind::Multiple(types) => types.iter().map(one).collect::<Vec<_>>().join(" or "),
+    }
+}
+
+/// `pointer` + `/key`, escaped as RFC 6901 says.
+fn child(pointer: &str, key: &str) -> String {
+    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
 /// The largest whole number every `f64` below it represents exactly (2^53).
@@ -116,6 +159,19 @@ pub fn whole_number(value: &Value) -> Option<u64> {
         let f = value.as_f64()?;
         (f.fract() == 0.0 && (0.0..=MAX_EXACT_FLOAT).contains(&f)).then_some(f as u64)
     })
+}
+
+/// Deserializes an integer field as JSON Schema reads one: `7` or `7.0`.
+pub fn whole<'de, D: Deserializer<'de>, N: TryFrom<u64>>(d: D) -> Result<N, D::Error> {
+    let value = Value::deserialize(d)?;
+    whole_number(&value)
+        .and_then(|n| N::try_from(n).ok())
+        .ok_or_else(|| serde::de::Error::custom(format!("{value} is not a whole number in range")))
+}
+
+/// [`whole`] for an optional field.
+pub fn whole_opt<'de, D: Deserializer<'de>, N: TryFrom<u64>>(d: D) -> Result<Option<N>, D::Error> {
+    whole(d).map(Some)
 }
 
 /// An integer query parameter in `min..=max`, written `7` or `7.0`; `None` when absent.
@@ -145,12 +201,8 @@ pub fn query_integer(
     }
 }
 
-/// `pointer` + `/key`, escaped as RFC 6901 says.
-fn child(pointer: &str, key: &str) -> String {
-    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
-}
-
-/// A SKU: 1–64 characters of `[A-Za-z0-9_.-]`.
+/// A SKU in a path: 1–64 characters of `[A-Za-z0-9_.-]` (`OrderLine.sku`'s schema; a test
+/// keeps the two equal).
 pub fn sku_error(s: &str) -> Option<&'static str> {
     let ok = !s.is_empty()
         && s.len() <= 64
@@ -159,169 +211,17 @@ pub fn sku_error(s: &str) -> Option<&'static str> {
     (!ok).then_some("must be 1 to 64 characters of letters, digits, '_', '.' and '-'")
 }
 
-const ORDER_FIELDS: &[&str] = &[
-    "orderId",
-    "customerId",
-    "items",
-    "currency",
-    "paymentMethod",
-    "shippingAddress",
-];
-const ITEM_FIELDS: &[&str] = &["sku", "quantity", "unitPriceCents"];
-const ADDRESS_FIELDS: &[&str] = &["name", "line1", "city", "postalCode", "country"];
-
 /// The body of `POST /orders`.
 pub fn order_request(body: &Value) -> Result<OrderRequest, Vec<FieldError>> {
-    let mut e = Errors::default();
-    let Some(o) = e.object("", body, ORDER_FIELDS) else {
-        return Err(e.0);
-    };
-    let order_id = e
-        .member("", o, "orderId")
-        .and_then(|(at, v)| match v.as_str() {
-            None => {
-                e.add(&at, "must be a string");
-                None
-            }
-            Some(s) => OrderId::parse(s).map_err(|m| e.add(&at, m)).ok(),
-        });
-    let customer_id = e
-        .member("", o, "customerId")
-        .and_then(|(at, v)| e.text(&at, v, 1, 80));
-    let items = e
-        .member("", o, "items")
-        .and_then(|(at, v)| items(&mut e, &at, v));
-    let currency = e
-        .member("", o, "currency")
-        .and_then(|(at, v)| e.code(&at, v, 3, "ISO 4217"));
-    let payment_method = e
-        .member("", o, "paymentMethod")
-        .and_then(|(at, v)| e.text(&at, v, 1, 100));
-    let shipping_address = e
-        .member("", o, "shippingAddress")
-        .and_then(|(at, v)| address(&mut e, &at, v));
-    match (
-        order_id,
-        customer_id,
-        items,
-        currency,
-        payment_method,
-        shipping_address,
-    ) {
-        (Some(order_id), Some(customer_id), Some(items), Some(currency), Some(pm), Some(addr))
-            if e.0.is_empty() =>
-        {
-            Ok(OrderRequest {
-                order_id,
-                customer_id,
-                items,
-                currency,
-                payment_method: pm,
-                shipping_address: addr,
-            })
-        }
-        _ => Err(e.0),
-    }
-}
-
-fn items(e: &mut Errors, at: &str, value: &Value) -> Option<Vec<RequestedLine>> {
-    let Some(list) = value.as_array() else {
-        e.add(at, "must be an array");
-        return None;
-    };
-    if list.is_empty() || list.len() > MAX_ITEMS {
-        e.add(at, format!("must have 1 to {MAX_ITEMS} items"));
-        return None;
-    }
-    let mut items = Vec::with_capacity(list.len());
-    for (i, item) in list.iter().enumerate() {
-        let at = format!("{at}/{i}");
-        let Some(o) = e.object(&at, item, ITEM_FIELDS) else {
-            continue;
-        };
-        let sku = e
-            .member(&at, o, "sku")
-            .and_then(|(at, v)| match v.as_str() {
-                None => {
-                    e.add(&at, "must be a string");
-                    None
-                }
-                Some(s) => match sku_error(s) {
-                    Some(m) => {
-                        e.add(&at, m);
-                        None
-                    }
-                    None => Some(s.to_owned()),
-                },
-            });
-        let quantity = e
-            .member(&at, o, "quantity")
-            .and_then(|(at, v)| e.integer(&at, v, 1, MAX_QUANTITY));
-        // Optional: the price the caller expects, checked against the catalog's.
-        let price = match o.get("unitPriceCents") {
-            None => Some(None),
-            Some(v) => {
-                let at = child(&at, "unitPriceCents");
-                e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS).map(Some)
-            }
-        };
-        if let (Some(sku), Some(quantity), Some(unit_price_cents)) = (sku, quantity, price) {
-            items.push(RequestedLine {
-                sku,
-                quantity: quantity as u32,
-                unit_price_cents,
-            });
-        }
-    }
-    (items.len() == list.len()).then_some(items)
-}
-
-fn address(e: &mut Errors, at: &str, value: &Value) -> Option<Address> {
-    let o = e.object(at, value, ADDRESS_FIELDS)?;
-    let mut line = |key: &str| {
-        e.member(at, o, key)
-            .and_then(|(at, v)| e.text(&at, v, 1, 200))
-    };
-    let name = line("name");
-    let line1 = line("line1");
-    let city = line("city");
-    let postal_code = line("postalCode");
-    let country = e
-        .member(at, o, "country")
-        .and_then(|(at, v)| e.code(&at, v, 2, "ISO 3166-1 alpha-2"));
-    Some(Address {
-        name: name?,
-        line1: line1?,
-        city: city?,
-        postal_code: postal_code?,
-        country: country?,
-    })
+    parse::<PlaceOrder>(body)?
+        .try_into()
+        .map_err(|message: String| vec![FieldError::new("/orderId", message)])
 }
 
 /// The body of `POST /orders/{orderId}/approval`.
 pub fn approval_decision(body: &Value) -> Result<(Decision, Option<String>), Vec<FieldError>> {
-    let mut e = Errors::default();
-    let Some(o) = e.object("", body, &["decision", "reason"]) else {
-        return Err(e.0);
-    };
-    let decision = e
-        .member("", o, "decision")
-        .and_then(|(at, v)| match v.as_str() {
-            Some("approve") => Some(Decision::Approve),
-            Some("reject") => Some(Decision::Reject),
-            _ => {
-                e.add(&at, "must be \"approve\" or \"reject\"");
-                None
-            }
-        });
-    let reason = match o.get("reason") {
-        None | Some(Value::Null) => None,
-        Some(v) => e.text("/reason", v, 1, MAX_REASON_CHARS),
-    };
-    match decision {
-        Some(d) if e.0.is_empty() => Ok((d, reason)),
-        _ => Err(e.0),
-    }
+    let request = parse::<ApprovalRequest>(body)?;
+    Ok((request.decision.into(), request.reason))
 }
 
 /// What `PUT /inventory/{sku}` sets: the available quantity, the catalog price, or both.
@@ -333,35 +233,13 @@ pub struct StockChange {
 
 /// The body of `PUT /inventory/{sku}`: `available`, `price` (`cents` and `currency`), or both.
 pub fn stock_change(body: &Value) -> Result<StockChange, Vec<FieldError>> {
-    let mut e = Errors::default();
-    let Some(o) = e.object("", body, &["available", "price"]) else {
-        return Err(e.0);
-    };
-    let available = o
-        .get("available")
-        .map(|v| e.integer("/available", v, 0, MAX_AVAILABLE));
-    let price = o.get("price").map(|v| {
-        let p = e.object("/price", v, &["cents", "currency"])?;
-        let cents = e
-            .member("/price", p, "cents")
-            .and_then(|(at, v)| e.integer(&at, v, 0, MAX_UNIT_PRICE_CENTS));
-        let currency = e
-            .member("/price", p, "currency")
-            .and_then(|(at, v)| e.code(&at, v, 3, "ISO 4217"));
-        Some(Price {
-            cents: cents?,
-            currency: currency?,
-        })
-    });
-    if available.is_none() && price.is_none() && e.0.is_empty() {
-        e.add("", "must set available, price, or both");
-    }
-    if !e.0.is_empty() {
-        return Err(e.0);
-    }
+    let count = parse::<StockCount>(body)?;
     Ok(StockChange {
-        available: available.flatten(),
-        price: price.flatten(),
+        available: count.available,
+        price: count.price.map(|p| Price {
+            cents: p.cents,
+            currency: p.currency,
+        }),
     })
 }
 
@@ -427,7 +305,8 @@ mod tests {
     #[test]
     fn missing_fields_and_wrong_shapes_are_errors() {
         assert_eq!(fields(&json!([])), [""]);
-        assert_eq!(fields(&json!({})).len(), ORDER_FIELDS.len());
+        // Every one of the six fields of an order is required.
+        assert_eq!(fields(&json!({})).len(), 6);
         let mut body = valid();
         body["items"] = json!([]);
         assert_eq!(fields(&body), ["/items"]);
@@ -550,12 +429,15 @@ mod tests {
                 price: Some(eur(0))
             }
         );
+        // The fields named, in no particular order.
         let fields = |body: Value| -> Vec<String> {
-            stock_change(&body)
+            let mut fields: Vec<String> = stock_change(&body)
                 .unwrap_err()
                 .into_iter()
                 .map(|e| e.field)
-                .collect()
+                .collect();
+            fields.sort();
+            fields
         };
         assert_eq!(fields(json!({"price": {"cents": 1}})), ["/price/currency"]);
         assert_eq!(
@@ -566,8 +448,48 @@ mod tests {
         assert_eq!(fields(json!({})), [""]);
         assert_eq!(
             fields(json!({"price": {"cents": 100_000_001, "currency": "eur", "x": 1}})),
-            ["/price/x", "/price/cents", "/price/currency"]
+            ["/price/cents", "/price/currency", "/price/x"]
         );
+    }
+
+    #[test]
+    fn the_published_limits_are_the_schemas() {
+        let doc = serde_json::to_value(crate::http::openapi::document()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let property = |schema: &str, field: &str| schemas[schema]["properties"][field].clone();
+        assert_eq!(property("PlaceOrder", "items")["maxItems"], MAX_ITEMS);
+        assert_eq!(property("OrderLine", "quantity")["maximum"], MAX_QUANTITY);
+        assert_eq!(
+            property("OrderLine", "unitPriceCents")["maximum"],
+            MAX_UNIT_PRICE_CENTS
+        );
+        assert_eq!(
+            property("CatalogPrice", "cents")["maximum"],
+            MAX_UNIT_PRICE_CENTS
+        );
+        assert_eq!(
+            property("StockCount", "available")["maximum"],
+            MAX_AVAILABLE
+        );
+        assert_eq!(
+            property("ApprovalRequest", "reason")["maxLength"],
+            MAX_REASON_CHARS
+        );
+    }
+
+    #[test]
+    fn a_sku_in_a_path_is_judged_as_in_an_order() {
+        let long = "x".repeat(64);
+        let too_long = "x".repeat(65);
+        for sku in ["book", "a.b-c_1", "", "a b", "é", "a/b", &long, &too_long] {
+            let mut body = valid();
+            body["items"][0]["sku"] = json!(sku);
+            assert_eq!(
+                sku_error(sku).is_none(),
+                order_request(&body).is_ok(),
+                "{sku:?}"
+            );
+        }
     }
 
     #[test]
