@@ -1,0 +1,80 @@
+//! Activity polls: a poll with no task waiting queues until its deadline; a task scheduled while
+//! one waits is handed out to it at once (as `ActivityStarted`).
+
+use super::{Batch, Reply, Sql, Writer};
+use crate::api::ActivityTask;
+use crate::core::Event;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+pub(super) struct Poller {
+    pub(super) worker: Option<String>,
+    pub(super) deadline: Instant,
+    pub(super) reply: Reply<Option<ActivityTask>>,
+}
+
+impl Writer {
+    pub(super) fn hand_out(
+        &mut self,
+        b: &mut Batch,
+        token: &str,
+        exec_id: i64,
+        input: Option<String>,
+        worker: Option<String>,
+        reply: Reply<Option<ActivityTask>>,
+    ) -> Sql<()> {
+        self.store.mark_started(token, worker.as_deref())?;
+        b.events.push_back((
+            exec_id,
+            Event::TaskStarted {
+                token: token.to_owned(),
+                worker_name: worker,
+            },
+        ));
+        let task = ActivityTask {
+            task_token: token.to_owned(),
+            input: input.unwrap_or_else(|| "{}".to_owned()),
+        };
+        b.reply(reply, Ok(Some(task)));
+        Ok(())
+    }
+
+    pub(super) fn live_poller(&mut self, activity_arn: &str) -> Option<Poller> {
+        let queue = self.pollers.get_mut(activity_arn)?;
+        while let Some(p) = queue.pop_front() {
+            if !p.reply.is_closed() {
+                return Some(p);
+            }
+        }
+        None
+    }
+
+    pub(super) fn close_pollers(&mut self) {
+        for (_, queue) in self.pollers.drain() {
+            for p in queue {
+                let _ = p.reply.send(Ok(None));
+            }
+        }
+    }
+
+    /// Answers "no task" to every poll whose deadline has passed (and forgets polls whose
+    /// caller went away). Deadlines differ per poll, so the whole queue is scanned.
+    pub(super) fn expire_pollers(&mut self) {
+        let now = Instant::now();
+        for queue in self.pollers.values_mut() {
+            let mut kept = VecDeque::with_capacity(queue.len());
+            for p in queue.drain(..) {
+                if p.reply.is_closed() {
+                    continue;
+                }
+                if p.deadline <= now {
+                    let _ = p.reply.send(Ok(None));
+                } else {
+                    kept.push_back(p);
+                }
+            }
+            *queue = kept;
+        }
+        self.pollers.retain(|_, q| !q.is_empty());
+    }
+}
