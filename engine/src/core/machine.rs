@@ -4,10 +4,10 @@
 
 use super::errors::{self, Failure};
 use super::history::{self, EventDraft};
-use super::{Action, Event, Interpreter, Outcome, Step, TimeoutKind, states};
-use crate::api::ExecutionStatus;
+use super::{Action, Applied, Event, ExecutionEnd, Interpreter, TimeoutKind, states};
 use crate::asl::{Kind, State, StateMachine, Transition};
 use crate::data::{self, Scope};
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -123,7 +123,7 @@ pub(crate) struct Run<'i, 's> {
     pub now: DateTime<Utc>,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
-    out: Step,
+    out: Applied,
 }
 
 impl<'i, 's> Run<'i, 's> {
@@ -133,11 +133,11 @@ impl<'i, 's> Run<'i, 's> {
             st,
             now,
             launching: Vec::new(),
-            out: Step::default(),
+            out: Applied::default(),
         }
     }
 
-    pub fn finish(self) -> Step {
+    pub fn finish(self) -> Applied {
         self.out
     }
 
@@ -551,7 +551,7 @@ impl<'i, 's> Run<'i, 's> {
     ) {
         self.st.status = status;
         self.st.frames.clear();
-        self.action(Action::Finish(Outcome {
+        self.action(Action::Finish(ExecutionEnd {
             status,
             output,
             error,

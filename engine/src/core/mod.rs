@@ -13,8 +13,8 @@ mod tests;
 
 pub use machine::{ExecState, Frame, FrameWait};
 
-use crate::api::ExecutionStatus;
 use crate::asl::StateMachine;
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, Utc};
 use history::EventDraft;
 use serde_json::Value;
@@ -72,9 +72,10 @@ pub enum Event {
     },
 }
 
-/// A task the driver must make available (activity queue or in-process handler).
+/// A task the interpreter scheduled, which the driver must make available (activity queue or
+/// in-process handler). Not the Task state's definition: that is [`crate::asl::TaskSpec`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct TaskSpec {
+pub struct ScheduledTask {
     pub token: String,
     pub resource: String,
     pub state_name: String,
@@ -86,7 +87,7 @@ pub struct TaskSpec {
 /// What the driver must do once the step is committed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    ScheduleTask(TaskSpec),
+    ScheduleTask(ScheduledTask),
     /// The task is over (answered, timed out, or its branch was abandoned): its token is dead.
     CloseTask {
         token: String,
@@ -103,21 +104,22 @@ pub enum Action {
     CancelTimer {
         timer_id: u64,
     },
-    Finish(Outcome),
+    Finish(ExecutionEnd),
 }
 
-/// How an execution ended.
+/// How an execution ended: its final status, and its output or error.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct ExecutionEnd {
     pub status: ExecutionStatus,
     pub output: Option<Value>,
     pub error: Option<String>,
     pub cause: Option<String>,
 }
 
-/// The result of applying one event.
+/// What applying one event produced: the history events to record and the actions to take, in
+/// order. (Not a saga step: those are `workflow`'s.)
 #[derive(Debug, Default)]
-pub struct Step {
+pub struct Applied {
     pub events: Vec<EventDraft>,
     pub actions: Vec<Action>,
 }
@@ -134,7 +136,7 @@ pub struct Interpreter<'a> {
 impl Interpreter<'_> {
     /// Applies one event at time `now`. An event that no longer concerns the execution (a stale
     /// token, a cancelled timer, anything after the end) changes nothing.
-    pub fn apply(&self, state: &mut ExecState, event: Event, now: DateTime<Utc>) -> Step {
+    pub fn apply(&self, state: &mut ExecState, event: Event, now: DateTime<Utc>) -> Applied {
         let mut run = machine::Run::new(self, state, now);
         run.handle(event);
         run.finish()

@@ -4,7 +4,7 @@
 use super::super::errors::Failure;
 use super::super::history;
 use super::super::machine::{FrameWait, Run};
-use super::super::{Action, TaskSpec as ScheduledTask, TimeoutKind};
+use super::super::{Action, ScheduledTask, TimeoutKind};
 use super::runtime;
 use crate::asl::{NumberOrPath, State, TaskSpec};
 use crate::data::jsonpath;

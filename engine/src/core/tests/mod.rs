@@ -18,10 +18,11 @@ mod wait;
 
 use super::history::EventDraft;
 use super::{
-    Action, Event, ExecInfo, ExecState, Interpreter, Outcome, Step, TaskSpec, TimeoutKind,
+    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask,
+    TimeoutKind,
 };
-use crate::api::ExecutionStatus;
 use crate::asl::{self, StateMachine};
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -45,7 +46,7 @@ pub struct Harness {
     /// Every action, in order.
     pub actions: Vec<Action>,
     /// The output of the last `apply`.
-    pub last: Step,
+    pub last: Applied,
     /// Pass the `ExecState` through serde_json before every event (a restart from the snapshot).
     pub roundtrip: bool,
     fired: BTreeSet<u64>,
@@ -70,14 +71,14 @@ impl Harness {
             now: t0(),
             events: Vec::new(),
             actions: Vec::new(),
-            last: Step::default(),
+            last: Applied::default(),
             roundtrip: false,
             fired: BTreeSet::new(),
         }
     }
 
     /// Applies one event at the current time and records what it produced.
-    pub fn apply(&mut self, event: Event) -> &Step {
+    pub fn apply(&mut self, event: Event) -> &Applied {
         if self.roundtrip {
             let text = serde_json::to_string(&self.state).expect("snapshot serializes");
             self.state = serde_json::from_str(&text).expect("snapshot deserializes");
@@ -95,7 +96,7 @@ impl Harness {
         &self.last
     }
 
-    pub fn start(&mut self) -> &Step {
+    pub fn start(&mut self) -> &Applied {
         self.apply(Event::Start)
     }
 
@@ -106,7 +107,7 @@ impl Harness {
     // ---- tasks ----------------------------------------------------------------------------
 
     /// Every task scheduled so far, in order.
-    pub fn scheduled(&self) -> Vec<TaskSpec> {
+    pub fn scheduled(&self) -> Vec<ScheduledTask> {
         self.actions
             .iter()
             .filter_map(|a| match a {
@@ -128,7 +129,7 @@ impl Harness {
     }
 
     /// Scheduled tasks not closed yet, in scheduling order.
-    pub fn open_tasks(&self) -> Vec<TaskSpec> {
+    pub fn open_tasks(&self) -> Vec<ScheduledTask> {
         let closed = self.closed();
         self.scheduled()
             .into_iter()
@@ -137,14 +138,14 @@ impl Harness {
     }
 
     /// The only open task (panics when there are none or several).
-    pub fn task(&self) -> TaskSpec {
+    pub fn task(&self) -> ScheduledTask {
         let open = self.open_tasks();
         assert_eq!(open.len(), 1, "expected exactly one open task: {open:#?}");
         open.into_iter().next().unwrap()
     }
 
     /// The open task of state `name` (panics unless there is exactly one).
-    pub fn task_of(&self, name: &str) -> TaskSpec {
+    pub fn task_of(&self, name: &str) -> ScheduledTask {
         let open: Vec<_> = self
             .open_tasks()
             .into_iter()
@@ -158,7 +159,7 @@ impl Harness {
         self.task().token
     }
 
-    pub fn start_task(&mut self, worker: &str) -> &Step {
+    pub fn start_task(&mut self, worker: &str) -> &Applied {
         let token = self.token();
         self.apply(Event::TaskStarted {
             token,
@@ -166,21 +167,21 @@ impl Harness {
         })
     }
 
-    pub fn succeed_task(&mut self, output: Value) -> &Step {
+    pub fn succeed_task(&mut self, output: Value) -> &Applied {
         let token = self.token();
         self.succeed_token(token, output)
     }
 
-    pub fn succeed_token(&mut self, token: String, output: Value) -> &Step {
+    pub fn succeed_token(&mut self, token: String, output: Value) -> &Applied {
         self.apply(Event::TaskSucceeded { token, output })
     }
 
-    pub fn fail_task(&mut self, error: &str, cause: &str) -> &Step {
+    pub fn fail_task(&mut self, error: &str, cause: &str) -> &Applied {
         let token = self.token();
         self.fail_token(token, error, cause)
     }
 
-    pub fn fail_token(&mut self, token: String, error: &str, cause: &str) -> &Step {
+    pub fn fail_token(&mut self, token: String, error: &str, cause: &str) -> &Applied {
         self.apply(Event::TaskFailed {
             token,
             error: Some(error.to_owned()),
@@ -188,7 +189,7 @@ impl Harness {
         })
     }
 
-    pub fn time_out_task(&mut self, kind: TimeoutKind) -> &Step {
+    pub fn time_out_task(&mut self, kind: TimeoutKind) -> &Applied {
         let token = self.token();
         self.apply(Event::TaskTimedOut { token, kind })
     }
@@ -218,7 +219,7 @@ impl Harness {
     }
 
     /// Moves the clock to the only pending timer's due time and fires it.
-    pub fn fire_timer(&mut self) -> &Step {
+    pub fn fire_timer(&mut self) -> &Applied {
         let (id, due) = self.timer();
         if due > self.now {
             self.now = due;
@@ -226,14 +227,14 @@ impl Harness {
         self.fire(id)
     }
 
-    pub fn fire(&mut self, timer_id: u64) -> &Step {
+    pub fn fire(&mut self, timer_id: u64) -> &Applied {
         self.fired.insert(timer_id);
         self.apply(Event::TimerFired { timer_id })
     }
 
     // ---- results --------------------------------------------------------------------------
 
-    pub fn outcome(&self) -> Option<Outcome> {
+    pub fn outcome(&self) -> Option<ExecutionEnd> {
         self.actions.iter().find_map(|a| match a {
             Action::Finish(o) => Some(o.clone()),
             _ => None,

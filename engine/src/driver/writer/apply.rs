@@ -3,9 +3,9 @@
 
 use super::timers::{due_after, millis};
 use super::{Batch, Sql, Writer};
-use crate::api::TaskRequest;
 use crate::core::{Action, Event, Interpreter};
-use crate::store::TimerKind;
+use crate::db::TimerKind;
+use crate::sfn::TaskRequest;
 use chrono::{DateTime, Utc};
 
 impl Writer {
@@ -48,7 +48,7 @@ impl Writer {
                 self.store.close_tasks_of(exec_id)?;
                 self.store.close_execution(
                     exec_id,
-                    crate::api::ExecutionStatus::Failed,
+                    crate::sfn::ExecutionStatus::Failed,
                     None,
                     Some("States.Runtime"),
                     Some("The engine failed while running this execution (an internal error); see the engine log."),
@@ -148,10 +148,10 @@ impl Writer {
                 self.store
                     .delete_timer(exec_id, TimerKind::Timer, &timer_id.to_string())?;
             }
-            Action::Finish(outcome) => {
+            Action::Finish(end) => {
                 self.store.delete_timers_of(exec_id)?;
                 if let Some(l) = b.loaded.get_mut(&exec_id) {
-                    l.outcome = Some(outcome);
+                    l.ended = Some(end);
                 }
                 b.finished.push(exec_arn.to_owned());
             }

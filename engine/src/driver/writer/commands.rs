@@ -3,12 +3,12 @@
 
 use super::timers::{due_after, from_millis, millis};
 use super::{Batch, Loaded, Poller, Reply, Sql, Writer};
-use crate::api::*;
 use crate::arn;
 use crate::core::{Event, ExecInfo, ExecState};
+use crate::db::{ExecutionRow, StateMachineRow, TaskRow, TaskStatus, TimerKind};
 use crate::driver::Machine;
 use crate::error::EngineError;
-use crate::store::{ExecutionRow, StateMachineRow, TaskRow, TaskStatus, TimerKind};
+use crate::sfn::*;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::sync::Arc;
@@ -344,7 +344,7 @@ impl Writer {
                 info,
                 machine,
                 dirty: true,
-                outcome: None,
+                ended: None,
             },
         );
         b.events.push_back((id, Event::Start));

@@ -4,10 +4,10 @@
 
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
-use crate::api::TaskRequest;
 use crate::core::Event;
 use crate::driver::Machine;
 use crate::error::EngineError;
+use crate::sfn::TaskRequest;
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -103,7 +103,7 @@ impl Writer {
             if !l.dirty {
                 continue;
             }
-            match &l.outcome {
+            match &l.ended {
                 Some(o) => {
                     let output = o.output.as_ref().map(|v| v.to_string());
                     self.store.close_execution(

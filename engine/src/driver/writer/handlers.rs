@@ -4,8 +4,8 @@
 
 use super::commands::{Answer, Command};
 use super::{Sql, Writer};
-use crate::api::TaskRequest;
-use crate::store::TaskRow;
+use crate::db::TaskRow;
+use crate::sfn::TaskRequest;
 use serde_json::Value;
 
 impl Writer {

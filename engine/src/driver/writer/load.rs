@@ -4,9 +4,9 @@
 
 use super::timers::from_millis;
 use super::{Batch, Sql, Writer};
-use crate::api::ExecutionStatus;
-use crate::core::{ExecInfo, ExecState, Outcome};
+use crate::core::{ExecInfo, ExecState, ExecutionEnd};
 use crate::driver::Machine;
+use crate::sfn::ExecutionStatus;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub(super) struct Loaded {
     pub(super) info: ExecInfo,
     pub(super) machine: Arc<Machine>,
     pub(super) dirty: bool,
-    pub(super) outcome: Option<Outcome>,
+    pub(super) ended: Option<ExecutionEnd>,
 }
 
 /// The most running executions kept warm (a few KB each); past it the set starts again empty.
@@ -89,7 +89,7 @@ impl Writer {
                 info,
                 machine,
                 dirty: false,
-                outcome: None,
+                ended: None,
             },
         );
         Ok(true)
@@ -98,7 +98,7 @@ impl Writer {
     /// Keeps the executions a committed batch leaves running for the next batches.
     pub(super) fn keep_warm(&mut self, loaded: HashMap<i64, Loaded>) {
         for (id, l) in loaded {
-            if l.outcome.is_some() {
+            if l.ended.is_some() {
                 continue;
             }
             if self.warm.len() >= WARM_EXECUTIONS {

@@ -14,9 +14,9 @@ mod timers;
 pub use commands::{Answer, Command};
 
 use super::{EngineConfig, Machine};
-use crate::api::TaskHandler;
+use crate::db::Store;
 use crate::error::EngineError;
-use crate::store::Store;
+use crate::sfn::TaskHandler;
 use chrono::Utc;
 use commit::Batch;
 use load::Loaded;

@@ -2,8 +2,8 @@
 //! one waits is handed out to it at once (as `ActivityStarted`).
 
 use super::{Batch, Reply, Sql, Writer};
-use crate::api::ActivityTask;
 use crate::core::Event;
+use crate::sfn::ActivityTask;
 use std::collections::VecDeque;
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 
 use super::{Batch, Sql, Writer};
 use crate::core::{Event, TimeoutKind};
-use crate::store::TimerKind;
+use crate::db::TimerKind;
 use chrono::{DateTime, TimeDelta, Utc};
 
 pub(super) fn millis(t: DateTime<Utc>) -> i64 {

@@ -1,10 +1,10 @@
-//! The engine's SQLite store: schema, migrations and every query. Writes happen only on the
-//! driver's writer thread inside its grouped transactions; reads use their own connection (WAL
-//! lets them run beside the writer).
+//! The engine's own SQLite database (not the service's `store` crate): schema, migrations and
+//! every query. Writes happen only on the driver's writer thread inside its grouped
+//! transactions; reads use their own connection (WAL lets them run beside the writer).
 
-use crate::api::ExecutionStatus;
 use crate::core::history::EventDraft;
 use crate::driver::SyncPolicy;
+use crate::sfn::ExecutionStatus;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
