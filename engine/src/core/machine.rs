@@ -6,6 +6,7 @@ use super::errors::{self, Failure};
 use super::history::{self, EventDraft};
 use super::{Action, Applied, Event, ExecutionEnd, Interpreter, TimeoutKind, states};
 use crate::asl::{Kind, State, StateMachine, Transition};
+use crate::data::random::{Randomness, Seed};
 use crate::data::{self, Scope};
 use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, Utc};
@@ -121,17 +122,25 @@ pub(crate) struct Run<'i, 's> {
     pub it: &'i Interpreter<'i>,
     pub st: &'s mut ExecState,
     pub now: DateTime<Utc>,
+    /// Everything random in this step (tokens, jitter, intrinsics) comes from here.
+    pub random: Randomness,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
     out: Applied,
 }
 
 impl<'i, 's> Run<'i, 's> {
-    pub fn new(it: &'i Interpreter<'i>, st: &'s mut ExecState, now: DateTime<Utc>) -> Self {
+    pub fn new(
+        it: &'i Interpreter<'i>,
+        st: &'s mut ExecState,
+        now: DateTime<Utc>,
+        seed: Seed,
+    ) -> Self {
         Run {
             it,
             st,
             now,
+            random: Randomness::new(seed),
             launching: Vec::new(),
             out: Applied::default(),
         }
@@ -208,6 +217,7 @@ impl<'i, 's> Run<'i, 's> {
             input,
             context: &context,
             variables: &frame.variables,
+            random: &self.random,
         };
         f(&scope)
     }
@@ -438,7 +448,7 @@ impl<'i, 's> Run<'i, 's> {
         if !failure.terminal {
             let counts = &self.frame(id).retry_counts;
             if let Some((index, delay)) =
-                errors::next_retry(state.kind.retriers(), counts, &failure)
+                errors::next_retry(state.kind.retriers(), counts, &failure, &self.random)
             {
                 self.frame_mut(id).retry_counts[index] += 1;
                 let due = self.now + delay;

@@ -1,7 +1,7 @@
-//! The pure interpreter. [`Interpreter::apply`] takes an execution's state and one event and
-//! returns, as data, the history events to record and the actions to perform (schedule a task,
-//! arm a timer, finish the execution). It does no I/O: the driver commits its output before
-//! acting on it, which is what makes crash recovery a matter of reloading the last snapshot.
+//! The pure interpreter. [`Interpreter::apply`] takes an execution's state, one event, the time
+//! and a [`Seed`] for anything random, and returns, as data, the history events to record and the
+//! actions to perform. It does no I/O and reads no clock or random source: the same inputs give
+//! the same output, and crash recovery is a matter of reloading the last snapshot.
 
 mod context;
 mod errors;
@@ -11,6 +11,7 @@ mod states;
 #[cfg(test)]
 mod tests;
 
+pub use crate::data::random::Seed;
 pub use machine::{ExecState, Frame, FrameWait};
 
 use crate::asl::StateMachine;
@@ -134,10 +135,18 @@ pub struct Interpreter<'a> {
 }
 
 impl Interpreter<'_> {
-    /// Applies one event at time `now`. An event that no longer concerns the execution (a stale
-    /// token, a cancelled timer, anything after the end) changes nothing.
-    pub fn apply(&self, state: &mut ExecState, event: Event, now: DateTime<Utc>) -> Applied {
-        let mut run = machine::Run::new(self, state, now);
+    /// Applies one event at time `now`, drawing whatever it needs at random (task tokens, retry
+    /// jitter, `States.UUID`, an unseeded `States.MathRandom`) from `seed`: the same state, event,
+    /// time and seed give the same result. An event that no longer concerns the execution (a
+    /// stale token, a cancelled timer, anything after the end) changes nothing.
+    pub fn apply(
+        &self,
+        state: &mut ExecState,
+        event: Event,
+        now: DateTime<Utc>,
+        seed: Seed,
+    ) -> Applied {
+        let mut run = machine::Run::new(self, state, now, seed);
         run.handle(event);
         run.finish()
     }

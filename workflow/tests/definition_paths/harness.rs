@@ -7,7 +7,7 @@ use engine::ExecutionStatus;
 use engine::asl::StateMachine;
 use engine::core::history::EventDraft;
 use engine::core::{
-    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask,
+    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
 };
 use serde_json::{Value, json};
@@ -140,6 +140,8 @@ pub struct Execution {
     timers: Vec<Timer>,
     done_timers: BTreeSet<u64>,
     started: BTreeSet<String>,
+    /// Steps applied so far: each gets its own seed, so tokens of different steps differ.
+    applied: u64,
 }
 
 impl Execution {
@@ -170,6 +172,7 @@ impl Execution {
             timers: Vec::new(),
             done_timers: BTreeSet::new(),
             started: BTreeSet::new(),
+            applied: 0,
         };
         x.apply(Event::Start);
         x
@@ -183,7 +186,13 @@ impl Execution {
             info: &self.info,
             is_activity: &is_activity,
         };
-        let step = it.apply(&mut self.state, event, self.now);
+        self.applied += 1;
+        let step = it.apply(
+            &mut self.state,
+            event,
+            self.now,
+            Seed::from_u64(self.applied),
+        );
         for a in &step.actions {
             match a {
                 Action::StartTimer { timer_id, due } => self.timers.push(Timer {

@@ -1,9 +1,10 @@
 //! Scenario tests of the pure interpreter: a definition, an input and a sequence of events in,
 //! history drafts and actions out. [`Harness`] plays the driver: it keeps the `ExecState`,
-//! controls the clock, and answers tasks and timers with the tokens and ids the interpreter
-//! handed out.
+//! controls the clock, gives every step a seed, and answers tasks and timers with the tokens and
+//! ids the interpreter handed out.
 
 mod choice;
+mod determinism;
 mod history;
 mod map;
 mod parallel;
@@ -18,7 +19,7 @@ mod wait;
 
 use super::history::EventDraft;
 use super::{
-    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask,
+    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
 };
 use crate::asl::{self, StateMachine};
@@ -49,7 +50,21 @@ pub struct Harness {
     pub last: Applied,
     /// Pass the `ExecState` through serde_json before every event (a restart from the snapshot).
     pub roundtrip: bool,
+    /// Mixed into every step's seed: harnesses with different salts draw different tokens.
+    pub salt: u64,
+    /// Every step applied so far, with the inputs it was given.
+    pub log: Vec<Logged>,
     fired: BTreeSet<u64>,
+}
+
+/// One step the harness applied: the event with its time and seed, and the state it left.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub event: Event,
+    pub now: DateTime<Utc>,
+    pub seed: Seed,
+    /// The `ExecState` after the step, as serde_json text.
+    pub state_after: String,
 }
 
 impl Harness {
@@ -73,12 +88,24 @@ impl Harness {
             actions: Vec::new(),
             last: Applied::default(),
             roundtrip: false,
+            salt: 0,
+            log: Vec::new(),
             fired: BTreeSet::new(),
         }
     }
 
-    /// Applies one event at the current time and records what it produced.
+    /// Applies one event at the current time, with a seed of its own, and records what it
+    /// produced.
     pub fn apply(&mut self, event: Event) -> &Applied {
+        // Distinct per step (and per salt), so tokens of different steps differ as in the driver.
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&self.salt.to_le_bytes());
+        seed[8..16].copy_from_slice(&(self.log.len() as u64).to_le_bytes());
+        self.apply_with(event, self.now, Seed(seed))
+    }
+
+    /// Applies one event at `now` with `seed`, and records what it produced.
+    pub fn apply_with(&mut self, event: Event, now: DateTime<Utc>, seed: Seed) -> &Applied {
         if self.roundtrip {
             let text = serde_json::to_string(&self.state).expect("snapshot serializes");
             self.state = serde_json::from_str(&text).expect("snapshot deserializes");
@@ -89,7 +116,13 @@ impl Harness {
             info: &self.info,
             is_activity: &is_activity,
         };
-        let step = it.apply(&mut self.state, event, self.now);
+        let step = it.apply(&mut self.state, event.clone(), now, seed);
+        self.log.push(Logged {
+            event,
+            now,
+            seed,
+            state_after: serde_json::to_string(&self.state).expect("snapshot serializes"),
+        });
         self.events.extend(step.events.iter().cloned());
         self.actions.extend(step.actions.iter().cloned());
         self.last = step;

@@ -3,7 +3,7 @@
 
 use super::timers::{due_after, millis};
 use super::{Batch, Sql, Writer};
-use crate::core::{Action, Event, Interpreter};
+use crate::core::{Action, Event, Interpreter, Seed};
 use crate::db::TimerKind;
 use crate::sfn::TaskRequest;
 use chrono::{DateTime, Utc};
@@ -28,10 +28,13 @@ impl Writer {
             info: &loaded.info,
             is_activity: &is_activity,
         };
+        // The interpreter reads no random source itself: task tokens must be unguessable, so
+        // every step gets a fresh seed from the thread's CSPRNG (seeded from the OS).
+        let seed = Seed(rand::random());
         // A bug in the interpreter must cost one execution, not the engine: the writer thread
         // would otherwise die and take every other execution with it.
         let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            interpreter.apply(&mut loaded.state, event, now)
+            interpreter.apply(&mut loaded.state, event, now, seed)
         }));
         let exec_arn = loaded.arn.clone();
         let step = match applied {
