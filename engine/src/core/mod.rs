@@ -7,6 +7,7 @@ mod context;
 mod errors;
 pub mod history;
 mod machine;
+pub mod snapshot;
 mod states;
 #[cfg(test)]
 mod tests;

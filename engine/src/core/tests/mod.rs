@@ -18,6 +18,7 @@ mod variables;
 mod wait;
 
 use super::history::EventDraft;
+use super::snapshot;
 use super::{
     Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
@@ -48,7 +49,7 @@ pub struct Harness {
     pub actions: Vec<Action>,
     /// The output of the last `apply`.
     pub last: Applied,
-    /// Pass the `ExecState` through serde_json before every event (a restart from the snapshot).
+    /// Pass the `ExecState` through its snapshot before every event (a restart from the snapshot).
     pub roundtrip: bool,
     /// Mixed into every step's seed: harnesses with different salts draw different tokens.
     pub salt: u64,
@@ -63,8 +64,8 @@ pub struct Logged {
     pub event: Event,
     pub now: DateTime<Utc>,
     pub seed: Seed,
-    /// The `ExecState` after the step, as serde_json text.
-    pub state_after: String,
+    /// The `ExecState` after the step, as its snapshot.
+    pub state_after: Vec<u8>,
 }
 
 impl Harness {
@@ -107,8 +108,8 @@ impl Harness {
     /// Applies one event at `now` with `seed`, and records what it produced.
     pub fn apply_with(&mut self, event: Event, now: DateTime<Utc>, seed: Seed) -> &Applied {
         if self.roundtrip {
-            let text = serde_json::to_string(&self.state).expect("snapshot serializes");
-            self.state = serde_json::from_str(&text).expect("snapshot deserializes");
+            let bytes = snapshot::encode(&self.state);
+            self.state = snapshot::decode(&bytes).expect("the snapshot decodes");
         }
         let is_activity = |r: &str| r.contains(":activity:");
         let it = Interpreter {
@@ -121,7 +122,7 @@ impl Harness {
             event,
             now,
             seed,
-            state_after: serde_json::to_string(&self.state).expect("snapshot serializes"),
+            state_after: snapshot::encode(&self.state),
         });
         self.events.extend(step.events.iter().cloned());
         self.actions.extend(step.actions.iter().cloned());

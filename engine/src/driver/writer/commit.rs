@@ -4,7 +4,7 @@
 
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
-use crate::core::Event;
+use crate::core::{Event, snapshot};
 use crate::driver::Machine;
 use crate::error::EngineError;
 use crate::sfn::TaskRequest;
@@ -116,8 +116,7 @@ impl Writer {
                     )?;
                 }
                 None => {
-                    let bytes = serde_json::to_vec(&l.state).unwrap_or_default();
-                    self.store.save_snapshot(*id, &bytes)?;
+                    self.store.save_snapshot(*id, &snapshot::encode(&l.state))?;
                 }
             }
             l.dirty = false;

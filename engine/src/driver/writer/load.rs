@@ -4,6 +4,7 @@
 
 use super::timers::from_millis;
 use super::{Batch, Sql, Writer};
+use crate::core::snapshot;
 use crate::core::{ExecInfo, ExecState, ExecutionEnd};
 use crate::driver::Machine;
 use crate::sfn::ExecutionStatus;
@@ -62,8 +63,8 @@ impl Writer {
         let Some(machine) = self.machine(&row.sm_arn)? else {
             return Ok(false);
         };
-        let state: ExecState = match self.store.snapshot(exec_id)? {
-            Some(bytes) => match serde_json::from_slice(&bytes) {
+        let state = match self.store.snapshot(exec_id)? {
+            Some(bytes) => match snapshot::decode(&bytes) {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(execution_arn = %row.arn, error = %e, "unreadable execution snapshot");
