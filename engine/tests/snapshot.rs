@@ -1,9 +1,10 @@
 //! The execution snapshot as a stored format: a snapshot the engine wrote mid-flight (checked in,
-//! `fixtures/snapshot-v1.json`) still decodes and runs to its end.
+//! `fixtures/snapshot-v1.json`) still decodes and runs to its end, and a snapshot that cannot be
+//! read fails its execution visibly instead of leaving it RUNNING.
 
 use chrono::{DateTime, TimeZone, Utc};
 use engine::core::{Action, Event, ExecInfo, ExecState, FrameWait, Interpreter, Seed, snapshot};
-use engine::{Engine, EngineConfig, ExecutionStatus, StartExecutionInput};
+use engine::{Engine, EngineConfig, EngineError, ExecutionStatus, StartExecutionInput};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -214,6 +215,8 @@ async fn write_a_snapshot_fixture() {
     std::fs::write(&out, bytes).unwrap();
 }
 
+// ---- an unreadable snapshot -----------------------------------------------------------------
+
 async fn open(db: &Path) -> Engine {
     Engine::open(EngineConfig::new(db), None).await.unwrap()
 }
@@ -235,4 +238,136 @@ async fn poll(engine: &Engine) -> Option<engine::ActivityTask> {
         .get_activity_task(ACTIVITY, Some("w"), LONG)
         .await
         .unwrap()
+}
+
+/// An engine with the activity and a one-Task machine on it (`extra` fields on the Task).
+async fn engine_with_task_machine(db: &Path, extra: Value) -> (Engine, String) {
+    let engine = open(db).await;
+    engine.create_activity("work").await.unwrap();
+    let mut task = json!({"Type": "Task", "Resource": ACTIVITY, "End": true});
+    if let (Value::Object(t), Value::Object(e)) = (&mut task, extra) {
+        t.extend(e);
+    }
+    let definition = json!({"StartAt": "Work", "States": {"Work": task}});
+    let sm = engine
+        .create_state_machine("m", &definition.to_string(), None)
+        .await
+        .unwrap()
+        .state_machine_arn;
+    (engine, sm)
+}
+
+/// Cuts the stored snapshot of `execution` in half, as a torn write would (the engine closed).
+fn tear_snapshot(db: &Path, execution: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let torn = conn
+        .execute(
+            "UPDATE executions SET snapshot = substr(snapshot, 1, length(snapshot) / 2) \
+             WHERE arn = ?",
+            [execution],
+        )
+        .unwrap();
+    assert_eq!(torn, 1);
+}
+
+/// `(open tasks, timers)` left in the database (the engine closed).
+fn open_tasks_and_timers(db: &Path) -> (i64, i64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let count = |sql: &str| conn.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    (
+        count("SELECT COUNT(*) FROM tasks WHERE status < 2"),
+        count("SELECT COUNT(*) FROM timers"),
+    )
+}
+
+#[tokio::test]
+async fn an_unreadable_snapshot_fails_its_execution_when_its_timer_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("engine.db");
+    let (engine, sm) = engine_with_task_machine(&db, json!({"TimeoutSeconds": 3600})).await;
+    let execution = start(&engine, &sm, "torn", json!({"n": 1})).await;
+    let held = poll(&engine).await.expect("the task");
+    engine.shutdown().await;
+    drop(engine);
+
+    tear_snapshot(&db, &execution);
+    // The task's timeout is due at once: the first event the reopened engine has for it.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE timers SET due_ms = 0", [])
+        .unwrap();
+    let engine = open(&db).await;
+    let ended = engine.wait_for_completion(&execution, LONG).await.unwrap();
+    assert_eq!(ended.status, ExecutionStatus::Failed);
+    assert_eq!(ended.error.as_deref(), Some("States.Runtime"));
+    let cause = ended.cause.unwrap_or_default();
+    assert!(cause.contains("could not read"), "{cause}");
+
+    let history = engine
+        .get_execution_history(engine::GetExecutionHistoryInput {
+            execution_arn: execution.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .events;
+    let types: Vec<&str> = history.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "ExecutionStarted",
+            "TaskStateEntered",
+            "ActivityScheduled",
+            "ActivityStarted",
+            "ExecutionFailed"
+        ]
+    );
+    let failed = history.last().unwrap();
+    assert_eq!((failed.id, failed.previous_event_id), (5, 4));
+    assert_eq!(
+        failed.details,
+        Some(json!({"error": "States.Runtime", "cause": cause}))
+    );
+    // The worker that held the task finds it closed.
+    let late = engine.send_task_success(&held.task_token, "{}").await;
+    assert!(
+        matches!(late, Err(EngineError::TaskTimedOut(_))),
+        "{late:?}"
+    );
+    engine.shutdown().await;
+    drop(engine);
+    assert_eq!(open_tasks_and_timers(&db), (0, 0));
+}
+
+#[tokio::test]
+async fn a_worker_is_handed_the_next_task_not_one_whose_execution_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("engine.db");
+    let (engine, sm) = engine_with_task_machine(&db, json!({})).await;
+    let torn = start(&engine, &sm, "torn", json!({"n": 1})).await;
+    let sound = start(&engine, &sm, "sound", json!({"n": 2})).await;
+    engine.shutdown().await;
+    drop(engine);
+
+    tear_snapshot(&db, &torn);
+    let engine = open(&db).await;
+    let task = poll(&engine).await.expect("a task");
+    assert_eq!(
+        serde_json::from_str::<Value>(&task.input).unwrap(),
+        json!({"n": 2}),
+        "the older task belongs to the execution that cannot be read"
+    );
+    let described = engine.describe_execution(&torn).await.unwrap();
+    assert_eq!(described.status, ExecutionStatus::Failed);
+    assert_eq!(described.error.as_deref(), Some("States.Runtime"));
+
+    engine
+        .send_task_success(&task.task_token, r#"{"ok": true}"#)
+        .await
+        .unwrap();
+    let ended = engine.wait_for_completion(&sound, LONG).await.unwrap();
+    assert_eq!(ended.status, ExecutionStatus::Succeeded);
+    engine.shutdown().await;
+    drop(engine);
+    assert_eq!(open_tasks_and_timers(&db), (0, 0));
 }

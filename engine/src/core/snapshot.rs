@@ -23,7 +23,9 @@
 //! Anything else is incompatible: renaming or removing a field or variant (unless
 //! `#[serde(alias)]` keeps the old name readable), changing a field's type or unit, changing what
 //! an id, a name or a path means, changing the encoding. Such a change needs a version marker
-//! (its absence then meaning version 1), a decoder kept for version 1, and a new fixture.
+//! (its absence then meaning version 1), a decoder kept for version 1, and a new fixture; a
+//! snapshot that still cannot be read fails its execution (`States.Runtime`) when the driver
+//! next loads it, rather than leaving it RUNNING with nothing able to move it.
 
 use super::ExecState;
 

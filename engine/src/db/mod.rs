@@ -452,6 +452,15 @@ impl Store {
         Ok(())
     }
 
+    /// The id of the execution's last history event (0 before the first).
+    pub fn last_event_id(&self, exec_id: i64) -> Result<u64> {
+        let id: i64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM history WHERE exec_id = ?")?
+            .query_row([exec_id], |r| r.get(0))?;
+        Ok(id as u64)
+    }
+
     /// Events after (or, in reverse, before) `cursor`, at most `limit`.
     pub fn events(
         &self,

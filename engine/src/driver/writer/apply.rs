@@ -17,7 +17,7 @@ impl Writer {
     }
 
     fn apply(&mut self, b: &mut Batch, exec_id: i64, event: Event, now: DateTime<Utc>) -> Sql<()> {
-        if !self.load(b, exec_id)? {
+        if !self.load(b, exec_id, now)? {
             return Ok(());
         }
         let loaded = b.loaded.get_mut(&exec_id).expect("loaded above");

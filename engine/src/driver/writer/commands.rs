@@ -190,7 +190,7 @@ impl Writer {
                         "Activity Does Not Exist: '{activity_arn}'"
                     ));
                     b.reply(reply, Err(e));
-                } else if let Some(task) = self.store.next_scheduled(&activity_arn)? {
+                } else if let Some(task) = self.next_task(b, &activity_arn, now)? {
                     self.hand_out(b, &task.token, task.exec_id, task.input, worker, reply)?;
                 } else {
                     self.pollers

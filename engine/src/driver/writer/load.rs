@@ -1,13 +1,16 @@
-//! What the writer loads: state machines (parsed once, then cached) and executions (taken from the
-//! warm set the last commits left, else read from their row and snapshot), and the warm set
-//! itself.
+//! What the writer loads: state machines (parsed once, then cached) and executions (from the warm
+//! set the last commits left, else from their row and snapshot; one whose snapshot cannot be read
+//! is failed), and the warm set itself.
 
-use super::timers::from_millis;
+use super::timers::{from_millis, millis};
 use super::{Batch, Sql, Writer};
-use crate::core::snapshot;
+use crate::core::history::{self, EventDraft};
+use crate::core::snapshot::{self, SnapshotError};
 use crate::core::{ExecInfo, ExecState, ExecutionEnd};
+use crate::db::ExecutionRow;
 use crate::driver::Machine;
 use crate::sfn::ExecutionStatus;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +24,10 @@ pub(super) struct Loaded {
     pub(super) dirty: bool,
     pub(super) ended: Option<ExecutionEnd>,
 }
+
+/// The error an execution whose snapshot cannot be read fails with: the engine's own runtime
+/// error, which no Retry or Catch sees.
+const UNREADABLE_ERROR: &str = "States.Runtime";
 
 /// The most running executions kept warm (a few KB each); past it the set starts again empty.
 const WARM_EXECUTIONS: usize = 2048;
@@ -46,7 +53,9 @@ impl Writer {
         Ok(Some(m))
     }
 
-    pub(super) fn load(&mut self, b: &mut Batch, exec_id: i64) -> Sql<bool> {
+    /// Loads a running execution into the batch; `false` when there is none to run (it ended,
+    /// its machine is gone, or its snapshot was unreadable, which fails it here).
+    pub(super) fn load(&mut self, b: &mut Batch, exec_id: i64, now: DateTime<Utc>) -> Sql<bool> {
         if b.loaded.contains_key(&exec_id) {
             return Ok(true);
         }
@@ -67,7 +76,7 @@ impl Writer {
             Some(bytes) => match snapshot::decode(&bytes) {
                 Ok(s) => s,
                 Err(e) => {
-                    tracing::error!(execution_arn = %row.arn, error = %e, "unreadable execution snapshot");
+                    self.fail_unreadable(b, &row, &e, now)?;
                     return Ok(false);
                 }
             },
@@ -94,6 +103,44 @@ impl Writer {
             },
         );
         Ok(true)
+    }
+
+    /// Ends an execution whose snapshot cannot be read: FAILED with `States.Runtime`, recorded in
+    /// its history, its tasks closed and its timers dropped. Left RUNNING it would never move
+    /// again (every event for it would find no state to apply to), and nobody would be told.
+    fn fail_unreadable(
+        &mut self,
+        b: &mut Batch,
+        row: &ExecutionRow,
+        error: &SnapshotError,
+        now: DateTime<Utc>,
+    ) -> Sql<()> {
+        tracing::error!(execution_arn = %row.arn, error = %error, "unreadable execution snapshot; failing the execution");
+        // The decoder's words stay in the log, as for an interpreter panic: a cause may be shown
+        // further than to the engine's operators.
+        let cause = "The engine could not read this execution's stored state (its snapshot); the \
+                     execution cannot continue. See the engine log.";
+        let last = self.store.last_event_id(row.id)?;
+        let failed = EventDraft {
+            id: last + 1,
+            previous_event_id: last,
+            timestamp: now,
+            event_type: "ExecutionFailed".to_owned(),
+            details: Some(history::error_details(Some(UNREADABLE_ERROR), Some(cause))),
+        };
+        self.store.append_events(row.id, &[failed])?;
+        self.store.delete_timers_of(row.id)?;
+        self.store.close_tasks_of(row.id)?;
+        self.store.close_execution(
+            row.id,
+            ExecutionStatus::Failed,
+            None,
+            Some(UNREADABLE_ERROR),
+            Some(cause),
+            millis(now),
+        )?;
+        b.finished.push(row.arn.clone());
+        Ok(())
     }
 
     /// Keeps the executions a committed batch leaves running for the next batches.

@@ -3,7 +3,9 @@
 
 use super::{Batch, Reply, Sql, Writer};
 use crate::core::Event;
+use crate::db::{TaskRow, TaskStatus};
 use crate::sfn::ActivityTask;
+use chrono::{DateTime, Utc};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -14,6 +16,33 @@ pub(super) struct Poller {
 }
 
 impl Writer {
+    /// The oldest task of the activity a worker may be handed. Its execution is loaded first (the
+    /// `ActivityStarted` event loads it in any case): one whose snapshot cannot be read fails
+    /// there, which closes its tasks, and the next task is taken instead, so that no worker does
+    /// the work of an execution that has ended.
+    pub(super) fn next_task(
+        &mut self,
+        b: &mut Batch,
+        activity_arn: &str,
+        now: DateTime<Utc>,
+    ) -> Sql<Option<TaskRow>> {
+        while let Some(task) = self.store.next_scheduled(activity_arn)? {
+            if self.load(b, task.exec_id, now)? {
+                return Ok(Some(task));
+            }
+            // Not loaded, yet still open: its execution ended or lost its machine before, and the
+            // task is handed out as it always was. Closed: loading failed the execution.
+            let open = self
+                .store
+                .task(&task.token)?
+                .is_some_and(|t| t.status != TaskStatus::Closed);
+            if open {
+                return Ok(Some(task));
+            }
+        }
+        Ok(None)
+    }
+
     pub(super) fn hand_out(
         &mut self,
         b: &mut Batch,
