@@ -3,9 +3,9 @@
 //! It opens the file read-only (WAL lets it read beside the engine's writer, which it never
 //! blocks) and answers from what the engine has committed.
 
-use crate::api::ExecutionStatus;
+use crate::db::{Store, TaskStatus};
 use crate::error::EngineError;
-use crate::store::{Store, TaskStatus};
+use crate::sfn::ExecutionStatus;
 use std::path::Path;
 use std::sync::Mutex;
 

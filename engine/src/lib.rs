@@ -2,20 +2,20 @@
 //! Language (JSONPath dialect) on SQLite, with activities and task tokens. It knows nothing about
 //! the programs it runs.
 
-pub mod api;
 mod arn;
 pub mod asl;
 pub mod core;
 pub mod data;
+mod db;
 mod driver;
 pub mod error;
 pub mod inspect;
-mod store;
+pub mod sfn;
 
-pub use api::*;
 pub use driver::{Engine, EngineConfig, Stats, SyncPolicy};
 pub use error::EngineError;
 pub use inspect::Inspector;
+pub use sfn::*;
 
 /// The recorded AWS conformance corpus the unit tests read: `$ASL_CONFORMANCE_DIR` when set,
 /// else the copy kept in the repository (`engine/conformance/cases`). A missing corpus fails

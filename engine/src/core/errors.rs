@@ -2,6 +2,7 @@
 
 use crate::asl::{Catcher, Jitter, Retrier};
 use crate::data::DataError;
+use crate::data::random::Randomness;
 use chrono::TimeDelta;
 use serde_json::{Map, Value};
 
@@ -71,11 +72,13 @@ fn matches(error_equals: &[String], error: Option<&str>) -> bool {
 }
 
 /// The first retrier that matches decides: `Some((index, delay))` when it allows another
-/// attempt, `None` when no retrier matches or the matching one is exhausted.
+/// attempt, `None` when no retrier matches or the matching one is exhausted. FULL jitter draws
+/// from `random`.
 pub fn next_retry(
     retriers: &[Retrier],
     counts: &[u32],
     failure: &Failure,
+    random: &Randomness,
 ) -> Option<(usize, TimeDelta)> {
     let (index, retrier) = retriers
         .iter()
@@ -85,12 +88,12 @@ pub fn next_retry(
     if attempts >= retrier.max_attempts {
         return None;
     }
-    Some((index, backoff(retrier, attempts)))
+    Some((index, backoff(retrier, attempts, random)))
 }
 
 /// Delay before retry number `attempts + 1`: IntervalSeconds × BackoffRate^attempts, capped by
 /// MaxDelaySeconds, then drawn uniformly from [0, delay] under FULL jitter.
-pub fn backoff(retrier: &Retrier, attempts: u32) -> TimeDelta {
+pub fn backoff(retrier: &Retrier, attempts: u32, random: &Randomness) -> TimeDelta {
     let mut seconds =
         retrier.interval_seconds as f64 * retrier.backoff_rate.powi(attempts.min(1000) as i32);
     if let Some(max) = retrier.max_delay_seconds {
@@ -99,7 +102,7 @@ pub fn backoff(retrier: &Retrier, attempts: u32) -> TimeDelta {
     // A year is the longest a Standard execution lives; anything above is as good as never.
     seconds = seconds.min(366.0 * 86_400.0);
     if retrier.jitter == Jitter::Full {
-        seconds *= rand::random::<f64>();
+        seconds *= random.fraction();
     }
     TimeDelta::milliseconds((seconds * 1000.0).round() as i64)
 }
@@ -113,6 +116,11 @@ pub fn find_catcher<'c>(catchers: &'c [Catcher], failure: &Failure) -> Option<&'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::random::Seed;
+
+    fn random() -> Randomness {
+        Randomness::new(Seed::from_u64(0))
+    }
 
     fn retrier(errors: &[&str], max_attempts: u32) -> Retrier {
         Retrier {
@@ -152,25 +160,26 @@ mod tests {
     fn first_matching_retrier_decides_even_when_exhausted() {
         let retriers = [retrier(&["A"], 1), retrier(&["States.ALL"], 5)];
         let failure = Failure::new("A", "x");
-        assert!(next_retry(&retriers, &[0, 0], &failure).is_some());
-        assert_eq!(next_retry(&retriers, &[1, 0], &failure), None);
+        assert!(next_retry(&retriers, &[0, 0], &failure, &random()).is_some());
+        assert_eq!(next_retry(&retriers, &[1, 0], &failure, &random()), None);
     }
 
     #[test]
     fn backoff_grows_geometrically_and_is_capped() {
         let mut r = retrier(&["A"], 5);
-        assert_eq!(backoff(&r, 0), TimeDelta::seconds(2));
-        assert_eq!(backoff(&r, 2), TimeDelta::seconds(18));
+        assert_eq!(backoff(&r, 0, &random()), TimeDelta::seconds(2));
+        assert_eq!(backoff(&r, 2, &random()), TimeDelta::seconds(18));
         r.max_delay_seconds = Some(5);
-        assert_eq!(backoff(&r, 2), TimeDelta::seconds(5));
+        assert_eq!(backoff(&r, 2, &random()), TimeDelta::seconds(5));
     }
 
     #[test]
     fn full_jitter_stays_within_the_delay() {
         let mut r = retrier(&["A"], 5);
         r.jitter = Jitter::Full;
+        let random = random();
         for _ in 0..100 {
-            let d = backoff(&r, 1);
+            let d = backoff(&r, 1, &random);
             assert!(d >= TimeDelta::zero() && d <= TimeDelta::seconds(6));
         }
     }

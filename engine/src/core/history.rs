@@ -16,8 +16,8 @@ pub struct EventDraft {
 }
 
 impl EventDraft {
-    pub fn into_event(self) -> crate::api::HistoryEvent {
-        crate::api::HistoryEvent {
+    pub fn into_event(self) -> crate::sfn::HistoryEvent {
+        crate::sfn::HistoryEvent {
             timestamp: self.timestamp,
             event_type: self.event_type,
             id: self.id,

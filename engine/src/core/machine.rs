@@ -4,10 +4,11 @@
 
 use super::errors::{self, Failure};
 use super::history::{self, EventDraft};
-use super::{Action, Event, Interpreter, Outcome, Step, TimeoutKind, states};
-use crate::api::ExecutionStatus;
+use super::{Action, Applied, Event, ExecutionEnd, Interpreter, TimeoutKind, states};
 use crate::asl::{Kind, State, StateMachine, Transition};
+use crate::data::random::{Randomness, Seed};
 use crate::data::{self, Scope};
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -121,23 +122,31 @@ pub(crate) struct Run<'i, 's> {
     pub it: &'i Interpreter<'i>,
     pub st: &'s mut ExecState,
     pub now: DateTime<Utc>,
+    /// Everything random in this step (tokens, jitter, intrinsics) comes from here.
+    pub random: Randomness,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
-    out: Step,
+    out: Applied,
 }
 
 impl<'i, 's> Run<'i, 's> {
-    pub fn new(it: &'i Interpreter<'i>, st: &'s mut ExecState, now: DateTime<Utc>) -> Self {
+    pub fn new(
+        it: &'i Interpreter<'i>,
+        st: &'s mut ExecState,
+        now: DateTime<Utc>,
+        seed: Seed,
+    ) -> Self {
         Run {
             it,
             st,
             now,
+            random: Randomness::new(seed),
             launching: Vec::new(),
-            out: Step::default(),
+            out: Applied::default(),
         }
     }
 
-    pub fn finish(self) -> Step {
+    pub fn finish(self) -> Applied {
         self.out
     }
 
@@ -208,6 +217,7 @@ impl<'i, 's> Run<'i, 's> {
             input,
             context: &context,
             variables: &frame.variables,
+            random: &self.random,
         };
         f(&scope)
     }
@@ -438,7 +448,7 @@ impl<'i, 's> Run<'i, 's> {
         if !failure.terminal {
             let counts = &self.frame(id).retry_counts;
             if let Some((index, delay)) =
-                errors::next_retry(state.kind.retriers(), counts, &failure)
+                errors::next_retry(state.kind.retriers(), counts, &failure, &self.random)
             {
                 self.frame_mut(id).retry_counts[index] += 1;
                 let due = self.now + delay;
@@ -551,7 +561,7 @@ impl<'i, 's> Run<'i, 's> {
     ) {
         self.st.status = status;
         self.st.frames.clear();
-        self.action(Action::Finish(Outcome {
+        self.action(Action::Finish(ExecutionEnd {
             status,
             output,
             error,

@@ -1,20 +1,22 @@
-//! The pure interpreter. [`Interpreter::apply`] takes an execution's state and one event and
-//! returns, as data, the history events to record and the actions to perform (schedule a task,
-//! arm a timer, finish the execution). It does no I/O: the driver commits its output before
-//! acting on it, which is what makes crash recovery a matter of reloading the last snapshot.
+//! The pure interpreter. [`Interpreter::apply`] takes an execution's state, one event, the time
+//! and a [`Seed`] for anything random, and returns, as data, the history events to record and the
+//! actions to perform. It does no I/O and reads no clock or random source: the same inputs give
+//! the same output, and crash recovery is a matter of reloading the last snapshot.
 
 mod context;
 mod errors;
 pub mod history;
 mod machine;
+pub mod snapshot;
 mod states;
 #[cfg(test)]
 mod tests;
 
+pub use crate::data::random::Seed;
 pub use machine::{ExecState, Frame, FrameWait};
 
-use crate::api::ExecutionStatus;
 use crate::asl::StateMachine;
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, Utc};
 use history::EventDraft;
 use serde_json::Value;
@@ -72,9 +74,10 @@ pub enum Event {
     },
 }
 
-/// A task the driver must make available (activity queue or in-process handler).
+/// A task the interpreter scheduled, which the driver must make available (activity queue or
+/// in-process handler). Not the Task state's definition: that is [`crate::asl::TaskSpec`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct TaskSpec {
+pub struct ScheduledTask {
     pub token: String,
     pub resource: String,
     pub state_name: String,
@@ -86,7 +89,7 @@ pub struct TaskSpec {
 /// What the driver must do once the step is committed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    ScheduleTask(TaskSpec),
+    ScheduleTask(ScheduledTask),
     /// The task is over (answered, timed out, or its branch was abandoned): its token is dead.
     CloseTask {
         token: String,
@@ -103,21 +106,22 @@ pub enum Action {
     CancelTimer {
         timer_id: u64,
     },
-    Finish(Outcome),
+    Finish(ExecutionEnd),
 }
 
-/// How an execution ended.
+/// How an execution ended: its final status, and its output or error.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct ExecutionEnd {
     pub status: ExecutionStatus,
     pub output: Option<Value>,
     pub error: Option<String>,
     pub cause: Option<String>,
 }
 
-/// The result of applying one event.
+/// What applying one event produced: the history events to record and the actions to take, in
+/// order. (Not a saga step: those are `workflow`'s.)
 #[derive(Debug, Default)]
-pub struct Step {
+pub struct Applied {
     pub events: Vec<EventDraft>,
     pub actions: Vec<Action>,
 }
@@ -132,10 +136,18 @@ pub struct Interpreter<'a> {
 }
 
 impl Interpreter<'_> {
-    /// Applies one event at time `now`. An event that no longer concerns the execution (a stale
-    /// token, a cancelled timer, anything after the end) changes nothing.
-    pub fn apply(&self, state: &mut ExecState, event: Event, now: DateTime<Utc>) -> Step {
-        let mut run = machine::Run::new(self, state, now);
+    /// Applies one event at time `now`, drawing whatever it needs at random (task tokens, retry
+    /// jitter, `States.UUID`, an unseeded `States.MathRandom`) from `seed`: the same state, event,
+    /// time and seed give the same result. An event that no longer concerns the execution (a
+    /// stale token, a cancelled timer, anything after the end) changes nothing.
+    pub fn apply(
+        &self,
+        state: &mut ExecState,
+        event: Event,
+        now: DateTime<Utc>,
+        seed: Seed,
+    ) -> Applied {
+        let mut run = machine::Run::new(self, state, now, seed);
         run.handle(event);
         run.finish()
     }

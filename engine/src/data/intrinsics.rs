@@ -74,7 +74,7 @@ fn eval_call(call: &Call, scope: &Scope) -> Result<Value, DataError> {
             })
         })
         .collect::<Result<Vec<_>, DataError>>()?;
-    functions::apply(&call.name, args)
+    functions::apply(&call.name, args, scope.random)
 }
 
 /// Resolves the backslash escapes of a string literal.

@@ -6,7 +6,9 @@ mod cursor;
 pub mod intrinsics;
 pub mod jsonpath;
 pub mod payload;
+pub mod random;
 
+use random::Randomness;
 use serde_json::{Map, Value};
 
 /// What a path can see while a state runs.
@@ -18,6 +20,8 @@ pub struct Scope<'a> {
     pub context: &'a Value,
     /// JSONPath variables visible to the state (`$name`), innermost scope already merged in.
     pub variables: &'a Map<String, Value>,
+    /// Where `States.UUID` and an unseeded `States.MathRandom` draw from.
+    pub random: &'a Randomness,
 }
 
 /// A data-flow failure. `error` is an AWS error name (`States.Runtime`,

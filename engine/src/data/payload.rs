@@ -92,6 +92,7 @@ pub fn render(template: &Value, scope: &Scope) -> Result<Value, DataError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::random::{Randomness, Seed};
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -105,6 +106,7 @@ mod tests {
                 input: &input,
                 context: &context,
                 variables: &variables,
+                random: &Randomness::new(Seed::from_u64(0)),
             },
         )
     }

@@ -1,13 +1,14 @@
-//! The durable driver: owns the SQLite store, feeds events to the pure interpreter, commits what
-//! it decides in grouped transactions, and only then acts (hands out tasks, arms timers, answers).
+//! The durable driver: owns the SQLite database, feeds events to the pure interpreter, commits
+//! what it decides in grouped transactions, and only then acts (hands out tasks, arms timers,
+//! answers).
 
 mod writer;
 
-use crate::api::*;
 use crate::arn;
 use crate::core::history;
+use crate::db::Store;
 use crate::error::EngineError;
-use crate::store::Store;
+use crate::sfn::*;
 use chrono::DateTime;
 use serde_json::Value;
 use std::path::PathBuf;

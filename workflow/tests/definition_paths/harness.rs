@@ -7,7 +7,8 @@ use engine::ExecutionStatus;
 use engine::asl::StateMachine;
 use engine::core::history::EventDraft;
 use engine::core::{
-    Action, Event, ExecInfo, ExecState, Interpreter, Outcome, Step, TaskSpec, TimeoutKind,
+    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
+    TimeoutKind,
 };
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -139,6 +140,8 @@ pub struct Execution {
     timers: Vec<Timer>,
     done_timers: BTreeSet<u64>,
     started: BTreeSet<String>,
+    /// Steps applied so far: each gets its own seed, so tokens of different steps differ.
+    applied: u64,
 }
 
 impl Execution {
@@ -169,20 +172,27 @@ impl Execution {
             timers: Vec::new(),
             done_timers: BTreeSet::new(),
             started: BTreeSet::new(),
+            applied: 0,
         };
         x.apply(Event::Start);
         x
     }
 
     /// Applies one event at the current virtual time and records what it produced.
-    pub fn apply(&mut self, event: Event) -> Step {
+    pub fn apply(&mut self, event: Event) -> Applied {
         let is_activity = |r: &str| r.contains(":activity:");
         let it = Interpreter {
             definition: &self.definition,
             info: &self.info,
             is_activity: &is_activity,
         };
-        let step = it.apply(&mut self.state, event, self.now);
+        self.applied += 1;
+        let step = it.apply(
+            &mut self.state,
+            event,
+            self.now,
+            Seed::from_u64(self.applied),
+        );
         for a in &step.actions {
             match a {
                 Action::StartTimer { timer_id, due } => self.timers.push(Timer {
@@ -208,7 +218,7 @@ impl Execution {
 
     // ---- tasks ----------------------------------------------------------------------------
 
-    pub fn scheduled(&self) -> Vec<TaskSpec> {
+    pub fn scheduled(&self) -> Vec<ScheduledTask> {
         self.actions
             .iter()
             .filter_map(|a| match a {
@@ -219,14 +229,14 @@ impl Execution {
     }
 
     /// Every task scheduled for `state` (one per attempt).
-    pub fn scheduled_of(&self, state: &str) -> Vec<TaskSpec> {
+    pub fn scheduled_of(&self, state: &str) -> Vec<ScheduledTask> {
         self.scheduled()
             .into_iter()
             .filter(|t| t.state_name == state)
             .collect()
     }
 
-    pub fn open_tasks(&self) -> Vec<TaskSpec> {
+    pub fn open_tasks(&self) -> Vec<ScheduledTask> {
         let closed: BTreeSet<&str> = self
             .actions
             .iter()
@@ -242,7 +252,7 @@ impl Execution {
     }
 
     /// The one open task, which must be `state`'s.
-    pub fn task(&self, state: &str) -> TaskSpec {
+    pub fn task(&self, state: &str) -> ScheduledTask {
         let open = self.open_tasks();
         assert_eq!(
             open.iter()
@@ -276,14 +286,14 @@ impl Execution {
         self.succeed_token(&token, output);
     }
 
-    pub fn succeed_token(&mut self, token: &str, output: Value) -> Step {
+    pub fn succeed_token(&mut self, token: &str, output: Value) -> Applied {
         self.apply(Event::TaskSucceeded {
             token: token.to_owned(),
             output,
         })
     }
 
-    pub fn fail_token(&mut self, token: &str, error: &str) -> Step {
+    pub fn fail_token(&mut self, token: &str, error: &str) -> Applied {
         self.apply(Event::TaskFailed {
             token: token.to_owned(),
             error: Some(error.to_owned()),
@@ -388,7 +398,7 @@ impl Execution {
     }
 
     /// Moves the clock to the timer's due time and fires it.
-    pub fn fire(&mut self, timer: Timer) -> Step {
+    pub fn fire(&mut self, timer: Timer) -> Applied {
         if timer.due > self.now {
             self.now = timer.due;
         }
@@ -438,7 +448,7 @@ impl Execution {
             .collect()
     }
 
-    pub fn outcome(&self) -> Option<Outcome> {
+    pub fn outcome(&self) -> Option<ExecutionEnd> {
         self.actions.iter().find_map(|a| match a {
             Action::Finish(o) => Some(o.clone()),
             _ => None,

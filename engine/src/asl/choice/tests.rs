@@ -1,6 +1,7 @@
 use super::{evaluate, string_matches};
 use crate::asl::{Kind, Op, Operand, Rule, parse_value};
 use crate::data::Scope;
+use crate::data::random::{Randomness, Seed};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -35,6 +36,7 @@ fn eval_with(
             input,
             context: &context,
             variables,
+            random: &Randomness::new(Seed::from_u64(0)),
         },
     )
 }

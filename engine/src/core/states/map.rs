@@ -120,6 +120,7 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
                     input: &effective,
                     context: &context,
                     variables: &frame.variables,
+                    random: &run.random,
                 };
                 data::payload::render(template, &scope).map_err(|e| run.data_failure(id, e))?
             }

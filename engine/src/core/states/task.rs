@@ -4,7 +4,7 @@
 use super::super::errors::Failure;
 use super::super::history;
 use super::super::machine::{FrameWait, Run};
-use super::super::{Action, TaskSpec as ScheduledTask, TimeoutKind};
+use super::super::{Action, ScheduledTask, TimeoutKind};
 use super::runtime;
 use crate::asl::{NumberOrPath, State, TaskSpec};
 use crate::data::jsonpath;
@@ -64,15 +64,13 @@ impl Family {
     }
 }
 
-/// A fresh, unguessable task token: 288 random bits behind the time it was made (hex
-/// milliseconds, so tokens sort by age). The engine indexes tasks and timers by token; tokens
-/// made together then sit together in those indexes, and a commit rewrites a few index pages
-/// instead of one at a random place per task.
-fn new_token() -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let bytes: [u8; 36] = rand::random();
+/// A fresh task token: 288 random bits (unguessable as long as the step's seed is) behind the
+/// time of the step that made it (hex milliseconds, so tokens sort by age). The engine indexes
+/// tasks and timers by token; tokens made together then sit together in those indexes, and a
+/// commit rewrites a few index pages instead of one at a random place per task.
+fn new_token(run: &Run) -> String {
+    let millis = run.now.timestamp_millis().max(0);
+    let bytes: [u8; 36] = run.random.bytes();
     format!(
         "{millis:012x}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -80,7 +78,7 @@ fn new_token() -> String {
 }
 
 pub fn run(run: &mut Run, id: u64, state: &State, spec: &TaskSpec) -> Result<(), Failure> {
-    let token = new_token();
+    let token = new_token(run);
     // The `…SecondsPath` fields read the state's input (after InputPath), not what Parameters
     // makes of it: Parameters shapes the task's payload, the timeouts are the state's.
     let state_input = super::effective_input(run, id, state)?;
@@ -172,6 +170,7 @@ fn parameters_input_with_token(
                 input: &effective,
                 context: &context,
                 variables: &frame.variables,
+                random: &run.random,
             };
             crate::data::payload::render(template, &scope).map_err(|e| run.data_failure(id, e))
         }

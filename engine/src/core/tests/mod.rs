@@ -1,9 +1,10 @@
 //! Scenario tests of the pure interpreter: a definition, an input and a sequence of events in,
 //! history drafts and actions out. [`Harness`] plays the driver: it keeps the `ExecState`,
-//! controls the clock, and answers tasks and timers with the tokens and ids the interpreter
-//! handed out.
+//! controls the clock, gives every step a seed, and answers tasks and timers with the tokens and
+//! ids the interpreter handed out.
 
 mod choice;
+mod determinism;
 mod history;
 mod map;
 mod parallel;
@@ -17,11 +18,13 @@ mod variables;
 mod wait;
 
 use super::history::EventDraft;
+use super::snapshot;
 use super::{
-    Action, Event, ExecInfo, ExecState, Interpreter, Outcome, Step, TaskSpec, TimeoutKind,
+    Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
+    TimeoutKind,
 };
-use crate::api::ExecutionStatus;
 use crate::asl::{self, StateMachine};
+use crate::sfn::ExecutionStatus;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -45,10 +48,24 @@ pub struct Harness {
     /// Every action, in order.
     pub actions: Vec<Action>,
     /// The output of the last `apply`.
-    pub last: Step,
-    /// Pass the `ExecState` through serde_json before every event (a restart from the snapshot).
+    pub last: Applied,
+    /// Pass the `ExecState` through its snapshot before every event (a restart from the snapshot).
     pub roundtrip: bool,
+    /// Mixed into every step's seed: harnesses with different salts draw different tokens.
+    pub salt: u64,
+    /// Every step applied so far, with the inputs it was given.
+    pub log: Vec<Logged>,
     fired: BTreeSet<u64>,
+}
+
+/// One step the harness applied: the event with its time and seed, and the state it left.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    pub event: Event,
+    pub now: DateTime<Utc>,
+    pub seed: Seed,
+    /// The `ExecState` after the step, as its snapshot.
+    pub state_after: Vec<u8>,
 }
 
 impl Harness {
@@ -70,17 +87,29 @@ impl Harness {
             now: t0(),
             events: Vec::new(),
             actions: Vec::new(),
-            last: Step::default(),
+            last: Applied::default(),
             roundtrip: false,
+            salt: 0,
+            log: Vec::new(),
             fired: BTreeSet::new(),
         }
     }
 
-    /// Applies one event at the current time and records what it produced.
-    pub fn apply(&mut self, event: Event) -> &Step {
+    /// Applies one event at the current time, with a seed of its own, and records what it
+    /// produced.
+    pub fn apply(&mut self, event: Event) -> &Applied {
+        // Distinct per step (and per salt), so tokens of different steps differ as in the driver.
+        let mut seed = [0u8; 32];
+        seed[..8].copy_from_slice(&self.salt.to_le_bytes());
+        seed[8..16].copy_from_slice(&(self.log.len() as u64).to_le_bytes());
+        self.apply_with(event, self.now, Seed(seed))
+    }
+
+    /// Applies one event at `now` with `seed`, and records what it produced.
+    pub fn apply_with(&mut self, event: Event, now: DateTime<Utc>, seed: Seed) -> &Applied {
         if self.roundtrip {
-            let text = serde_json::to_string(&self.state).expect("snapshot serializes");
-            self.state = serde_json::from_str(&text).expect("snapshot deserializes");
+            let bytes = snapshot::encode(&self.state);
+            self.state = snapshot::decode(&bytes).expect("the snapshot decodes");
         }
         let is_activity = |r: &str| r.contains(":activity:");
         let it = Interpreter {
@@ -88,14 +117,20 @@ impl Harness {
             info: &self.info,
             is_activity: &is_activity,
         };
-        let step = it.apply(&mut self.state, event, self.now);
+        let step = it.apply(&mut self.state, event.clone(), now, seed);
+        self.log.push(Logged {
+            event,
+            now,
+            seed,
+            state_after: snapshot::encode(&self.state),
+        });
         self.events.extend(step.events.iter().cloned());
         self.actions.extend(step.actions.iter().cloned());
         self.last = step;
         &self.last
     }
 
-    pub fn start(&mut self) -> &Step {
+    pub fn start(&mut self) -> &Applied {
         self.apply(Event::Start)
     }
 
@@ -106,7 +141,7 @@ impl Harness {
     // ---- tasks ----------------------------------------------------------------------------
 
     /// Every task scheduled so far, in order.
-    pub fn scheduled(&self) -> Vec<TaskSpec> {
+    pub fn scheduled(&self) -> Vec<ScheduledTask> {
         self.actions
             .iter()
             .filter_map(|a| match a {
@@ -128,7 +163,7 @@ impl Harness {
     }
 
     /// Scheduled tasks not closed yet, in scheduling order.
-    pub fn open_tasks(&self) -> Vec<TaskSpec> {
+    pub fn open_tasks(&self) -> Vec<ScheduledTask> {
         let closed = self.closed();
         self.scheduled()
             .into_iter()
@@ -137,14 +172,14 @@ impl Harness {
     }
 
     /// The only open task (panics when there are none or several).
-    pub fn task(&self) -> TaskSpec {
+    pub fn task(&self) -> ScheduledTask {
         let open = self.open_tasks();
         assert_eq!(open.len(), 1, "expected exactly one open task: {open:#?}");
         open.into_iter().next().unwrap()
     }
 
     /// The open task of state `name` (panics unless there is exactly one).
-    pub fn task_of(&self, name: &str) -> TaskSpec {
+    pub fn task_of(&self, name: &str) -> ScheduledTask {
         let open: Vec<_> = self
             .open_tasks()
             .into_iter()
@@ -158,7 +193,7 @@ impl Harness {
         self.task().token
     }
 
-    pub fn start_task(&mut self, worker: &str) -> &Step {
+    pub fn start_task(&mut self, worker: &str) -> &Applied {
         let token = self.token();
         self.apply(Event::TaskStarted {
             token,
@@ -166,21 +201,21 @@ impl Harness {
         })
     }
 
-    pub fn succeed_task(&mut self, output: Value) -> &Step {
+    pub fn succeed_task(&mut self, output: Value) -> &Applied {
         let token = self.token();
         self.succeed_token(token, output)
     }
 
-    pub fn succeed_token(&mut self, token: String, output: Value) -> &Step {
+    pub fn succeed_token(&mut self, token: String, output: Value) -> &Applied {
         self.apply(Event::TaskSucceeded { token, output })
     }
 
-    pub fn fail_task(&mut self, error: &str, cause: &str) -> &Step {
+    pub fn fail_task(&mut self, error: &str, cause: &str) -> &Applied {
         let token = self.token();
         self.fail_token(token, error, cause)
     }
 
-    pub fn fail_token(&mut self, token: String, error: &str, cause: &str) -> &Step {
+    pub fn fail_token(&mut self, token: String, error: &str, cause: &str) -> &Applied {
         self.apply(Event::TaskFailed {
             token,
             error: Some(error.to_owned()),
@@ -188,7 +223,7 @@ impl Harness {
         })
     }
 
-    pub fn time_out_task(&mut self, kind: TimeoutKind) -> &Step {
+    pub fn time_out_task(&mut self, kind: TimeoutKind) -> &Applied {
         let token = self.token();
         self.apply(Event::TaskTimedOut { token, kind })
     }
@@ -218,7 +253,7 @@ impl Harness {
     }
 
     /// Moves the clock to the only pending timer's due time and fires it.
-    pub fn fire_timer(&mut self) -> &Step {
+    pub fn fire_timer(&mut self) -> &Applied {
         let (id, due) = self.timer();
         if due > self.now {
             self.now = due;
@@ -226,14 +261,14 @@ impl Harness {
         self.fire(id)
     }
 
-    pub fn fire(&mut self, timer_id: u64) -> &Step {
+    pub fn fire(&mut self, timer_id: u64) -> &Applied {
         self.fired.insert(timer_id);
         self.apply(Event::TimerFired { timer_id })
     }
 
     // ---- results --------------------------------------------------------------------------
 
-    pub fn outcome(&self) -> Option<Outcome> {
+    pub fn outcome(&self) -> Option<ExecutionEnd> {
         self.actions.iter().find_map(|a| match a {
             Action::Finish(o) => Some(o.clone()),
             _ => None,

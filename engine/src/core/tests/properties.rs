@@ -200,7 +200,7 @@ proptest! {
         let step = h.start();
         let finished = step.actions.iter().any(|a| matches!(
             a,
-            Action::Finish(Outcome { status: ExecutionStatus::Succeeded, .. })
+            Action::Finish(ExecutionEnd { status: ExecutionStatus::Succeeded, .. })
         ));
         prop_assert!(finished);
         prop_assert_eq!(h.output(), expected);

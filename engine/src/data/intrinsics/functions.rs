@@ -3,6 +3,7 @@
 //! and `States.MathAdd` rounds each operand half-up (`Math.round`) before adding.
 
 use super::Evaluated;
+use crate::data::random::Randomness;
 use crate::data::{DataError, jsonpath::json_eq};
 use base64::Engine as _;
 use rand::{Rng, SeedableRng};
@@ -38,7 +39,12 @@ pub(super) fn is_known(name: &str) -> bool {
     FUNCTIONS.contains(&name)
 }
 
-pub(super) fn apply(name: &str, args: Vec<Evaluated>) -> Result<Value, DataError> {
+/// Applies function `name`; `random` is where `UUID` and an unseeded `MathRandom` draw from.
+pub(super) fn apply(
+    name: &str,
+    args: Vec<Evaluated>,
+    random: &Randomness,
+) -> Result<Value, DataError> {
     let f = Invocation { name, args: &args };
     match name {
         "Format" => f.format(),
@@ -156,7 +162,7 @@ pub(super) fn apply(name: &str, args: Vec<Evaluated>) -> Result<Value, DataError
             merged.extend(overlay.iter().map(|(k, v)| (k.clone(), v.clone())));
             Ok(Value::Object(merged))
         }
-        "MathRandom" => f.math_random(),
+        "MathRandom" => f.math_random(random),
         "MathAdd" => {
             f.arity(2)?;
             let (a, b) = (f.rounded(0)?, f.rounded(1)?);
@@ -178,7 +184,7 @@ pub(super) fn apply(name: &str, args: Vec<Evaluated>) -> Result<Value, DataError
         }
         "UUID" => {
             f.arity(0)?;
-            Ok(Value::String(uuid::Uuid::new_v4().to_string()))
+            Ok(Value::String(random.uuid().to_string()))
         }
         other => Err(DataError::intrinsic(format!(
             "Unknown intrinsic function 'States.{other}'"
@@ -333,7 +339,7 @@ impl<'a> Invocation<'a> {
         Ok(Value::Array(items))
     }
 
-    fn math_random(&self) -> Result<Value, DataError> {
+    fn math_random(&self, random: &Randomness) -> Result<Value, DataError> {
         if !(2..=3).contains(&self.args.len()) {
             return Err(self.fail(format!(
                 "expected 2 or 3 arguments, got {}",
@@ -349,7 +355,7 @@ impl<'a> Invocation<'a> {
                 let seed = self.rounded(2)?;
                 rand::rngs::StdRng::seed_from_u64(seed as u64).random_range(start..=end)
             }
-            _ => rand::rng().random_range(start..=end),
+            _ => random.between(start, end),
         };
         Ok(Value::Number(Number::from(value)))
     }

@@ -1,8 +1,13 @@
 use super::*;
+use crate::data::random::{Randomness, Seed};
 use proptest::prelude::*;
 use serde_json::{Map, json};
+use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Every evaluation draws from a seed of its own, so repeated calls of a random function vary.
 fn run(expr: &str, input: Value) -> Result<Value, DataError> {
+    static SEEDS: AtomicU64 = AtomicU64::new(0);
+    let random = Randomness::new(Seed::from_u64(SEEDS.fetch_add(1, Ordering::Relaxed)));
     let context = json!({"StateMachine": {"Id": "arn:sm", "Name": "my-state-machine"}});
     let mut variables = Map::new();
     variables.insert("template".to_owned(), json!("It's {}!"));
@@ -12,6 +17,7 @@ fn run(expr: &str, input: Value) -> Result<Value, DataError> {
             input: &input,
             context: &context,
             variables: &variables,
+            random: &random,
         },
     )
 }

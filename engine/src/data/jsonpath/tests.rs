@@ -1,4 +1,5 @@
 use super::*;
+use crate::data::random::{Randomness, Seed};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -10,6 +11,7 @@ fn with_input<T>(input: Value, f: impl FnOnce(&Scope) -> T) -> T {
         input: &input,
         context: &context,
         variables: &variables,
+        random: &Randomness::new(Seed::from_u64(0)),
     })
 }
 

@@ -1,10 +1,10 @@
-//! The engine's SQLite store: schema, migrations and every query. Writes happen only on the
-//! driver's writer thread inside its grouped transactions; reads use their own connection (WAL
-//! lets them run beside the writer).
+//! The engine's own SQLite database (not the service's `store` crate): schema, migrations and
+//! every query. Writes happen only on the driver's writer thread inside its grouped
+//! transactions; reads use their own connection (WAL lets them run beside the writer).
 
-use crate::api::ExecutionStatus;
 use crate::core::history::EventDraft;
 use crate::driver::SyncPolicy;
+use crate::sfn::ExecutionStatus;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
@@ -450,6 +450,15 @@ impl Store {
             ])?;
         }
         Ok(())
+    }
+
+    /// The id of the execution's last history event (0 before the first).
+    pub fn last_event_id(&self, exec_id: i64) -> Result<u64> {
+        let id: i64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM history WHERE exec_id = ?")?
+            .query_row([exec_id], |r| r.get(0))?;
+        Ok(id as u64)
     }
 
     /// Events after (or, in reverse, before) `cursor`, at most `limit`.

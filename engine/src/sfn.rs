@@ -1,4 +1,5 @@
-//! Request and response types of the engine's verbs, shaped like the Step Functions API.
+//! Request and response types of the engine's verbs, shaped like the Step Functions API (`sfn` is
+//! AWS's short name for it; not the service's HTTP `api` crate). The crate root re-exports them.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
