@@ -148,6 +148,60 @@ impl HistoryEvent {
     pub fn details_key(&self) -> String {
         crate::core::history::details_key(&self.event_type)
     }
+
+    /// The event in AWS's JSON shape (see [`aws_event_json`]).
+    pub fn to_aws_json(self, timestamps: Timestamps) -> Value {
+        let key = self.details_key();
+        aws_event_json(
+            timestamps.write(&self.timestamp),
+            &self.event_type,
+            self.id,
+            self.previous_event_id,
+            self.details.map(|d| (key, d)),
+        )
+    }
+}
+
+/// How a history event's timestamp is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timestamps {
+    /// RFC 3339 with milliseconds, as the AWS SDKs and CLI print it (the service's JSON).
+    Rfc3339,
+    /// Epoch seconds with a fraction, as the Step Functions wire protocol (AWS JSON 1.0)
+    /// carries it.
+    EpochSeconds,
+}
+
+impl Timestamps {
+    pub fn write(self, at: &DateTime<Utc>) -> Value {
+        match self {
+            Timestamps::Rfc3339 => {
+                Value::String(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            }
+            Timestamps::EpochSeconds => (at.timestamp_millis() as f64 / 1000.0).into(),
+        }
+    }
+}
+
+/// The one writer of AWS-shaped history JSON, for the engine's events and for those read back
+/// from AWS alike: `{timestamp, type, id, previousEventId, <detailsKey>: {...}}`, the details
+/// member left out when the event has none.
+pub fn aws_event_json(
+    timestamp: Value,
+    event_type: &str,
+    id: u64,
+    previous_event_id: u64,
+    details: Option<(String, Value)>,
+) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("timestamp".to_owned(), timestamp);
+    object.insert("type".to_owned(), event_type.into());
+    object.insert("id".to_owned(), id.into());
+    object.insert("previousEventId".to_owned(), previous_event_id.into());
+    if let Some((key, details)) = details {
+        object.insert(key, details);
+    }
+    Value::Object(object)
 }
 
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@ use crate::port::{
 };
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
-use engine::{Engine, EngineError, GetExecutionHistoryInput, HistoryEvent, StartExecutionInput};
-use serde_json::{Map, Value};
+use engine::{Engine, EngineError, GetExecutionHistoryInput, StartExecutionInput, Timestamps};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -93,28 +93,6 @@ fn map_error(e: EngineError) -> WorkflowError {
 fn parse_json(text: &str, what: &str) -> Result<Value, WorkflowError> {
     serde_json::from_str(text)
         .map_err(|e| WorkflowError::Other(format!("the engine returned invalid JSON {what}: {e}")))
-}
-
-/// An event as AWS's JSON shapes it: `{timestamp, type, id, previousEventId, <detailsKey>}`,
-/// the timestamp in RFC 3339 with milliseconds.
-fn event_json(event: HistoryEvent) -> Value {
-    let mut object = Map::new();
-    object.insert(
-        "timestamp".to_owned(),
-        Value::String(
-            event
-                .timestamp
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        ),
-    );
-    object.insert("type".to_owned(), Value::String(event.event_type.clone()));
-    object.insert("id".to_owned(), event.id.into());
-    object.insert("previousEventId".to_owned(), event.previous_event_id.into());
-    let key = event.details_key();
-    if let Some(details) = event.details {
-        object.insert(key, details);
-    }
-    Value::Object(object)
 }
 
 fn non_empty(s: &str) -> Option<&str> {
@@ -222,7 +200,11 @@ impl WorkflowPort for EmbeddedWorkflow {
             .await
             .map_err(map_error)?;
         Ok(HistoryPage {
-            events: page.events.into_iter().map(event_json).collect(),
+            events: page
+                .events
+                .into_iter()
+                .map(|e| e.to_aws_json(Timestamps::Rfc3339))
+                .collect(),
             next_token: page.next_token,
         })
     }

@@ -4,11 +4,11 @@
 use super::SfnError;
 use chrono::{DateTime, Utc};
 use engine::{
-    Engine, ExecutionStatus, GetExecutionHistoryInput, HistoryEvent, ListExecutionsInput,
-    StartExecutionInput,
+    Engine, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput, StartExecutionInput,
+    Timestamps,
 };
 use serde::{Deserialize, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// A required member, or ValidationException naming it.
@@ -21,17 +21,13 @@ fn required<T>(value: Option<T>, member: &str) -> Result<T, SfnError> {
 }
 
 /// AWS JSON 1.0 encodes timestamps as epoch seconds with a fraction.
-fn epoch(date: &DateTime<Utc>) -> f64 {
-    date.timestamp_millis() as f64 / 1000.0
-}
-
 fn ser_epoch<S: Serializer>(date: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(epoch(date))
+    Timestamps::EpochSeconds.write(date).serialize(s)
 }
 
 fn ser_epoch_opt<S: Serializer>(date: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
     match date {
-        Some(d) => s.serialize_f64(epoch(d)),
+        Some(d) => ser_epoch(d, s),
         None => s.serialize_none(),
     }
 }
@@ -337,20 +333,6 @@ pub struct GetExecutionHistoryOut {
     next_token: Option<String>,
 }
 
-/// `{timestamp, type, id, previousEventId, <detailsKey>: {...}}`, the details keyed as AWS does.
-fn event_json(event: HistoryEvent) -> Value {
-    let key = event.details_key();
-    let mut object = Map::new();
-    object.insert("timestamp".into(), epoch(&event.timestamp).into());
-    object.insert("type".into(), event.event_type.into());
-    object.insert("id".into(), event.id.into());
-    object.insert("previousEventId".into(), event.previous_event_id.into());
-    if let Some(details) = event.details {
-        object.insert(key, details);
-    }
-    Value::Object(object)
-}
-
 pub async fn get_execution_history(
     engine: &Engine,
     req: GetExecutionHistoryIn,
@@ -365,7 +347,11 @@ pub async fn get_execution_history(
         })
         .await?;
     Ok(GetExecutionHistoryOut {
-        events: page.events.into_iter().map(event_json).collect(),
+        events: page
+            .events
+            .into_iter()
+            .map(|e| e.to_aws_json(Timestamps::EpochSeconds))
+            .collect(),
         next_token: page.next_token,
     })
 }

@@ -5,6 +5,7 @@
 use aws_sdk_sfn::primitives::DateTime as SdkDateTime;
 use aws_sdk_sfn::types::{HistoryEvent, HistoryEventExecutionDataDetails};
 use chrono::{DateTime, Utc};
+use engine::Timestamps;
 use serde_json::{Map, Value};
 
 /// An SDK timestamp as a `chrono` one, to the nearest millisecond: Step Functions keeps
@@ -15,23 +16,18 @@ pub(crate) fn to_chrono(t: &SdkDateTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp_millis(i64::try_from(millis).ok()?)
 }
 
-/// The event as AWS's JSON shapes it.
+/// The event as AWS's JSON shapes it, written by the engine's one writer of that shape.
 pub(crate) fn event_json(event: &HistoryEvent) -> Value {
-    let mut object = Map::new();
     let timestamp = to_chrono(event.timestamp())
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default();
-    object.insert("timestamp".to_owned(), Value::String(timestamp));
-    object.insert("type".to_owned(), event.r#type().as_str().into());
-    object.insert("id".to_owned(), event.id().into());
-    object.insert(
-        "previousEventId".to_owned(),
-        event.previous_event_id().into(),
-    );
-    if let Some((key, details)) = details(event) {
-        object.insert(key.to_owned(), details.0.into());
-    }
-    Value::Object(object)
+        .map(|t| Timestamps::Rfc3339.write(&t))
+        .unwrap_or_else(|| Value::String(String::new()));
+    engine::aws_event_json(
+        timestamp,
+        event.r#type().as_str(),
+        u64::try_from(event.id()).unwrap_or_default(),
+        u64::try_from(event.previous_event_id()).unwrap_or_default(),
+        details(event).map(|(key, details)| (key.to_owned(), details.0.into())),
+    )
 }
 
 /// A details object, members added only when present (as AWS omits absent ones).
