@@ -137,7 +137,7 @@ impl Stack {
     /// A command of the binary with the emulators' endpoints and test credentials, and none of
     /// the bench's own `AWS_*` or `FULFILLMENT_*` variables.
     pub fn command(&self, subcommand: &str) -> Command {
-        harness::aws::emulated_aws_command(
+        blackbox::aws::emulated_aws_command(
             subcommand,
             self.dir.path(),
             &self.sfn_endpoint,

@@ -1,5 +1,5 @@
 //! The service under test: the real `fulfillment serve` started through the black-box harness
-//! (`harness::Server`) on the embedded backend or the AWS stack, and what the scenarios ask of
+//! (`blackbox::Server`) on the embedded backend or the AWS stack, and what the scenarios ask of
 //! it: stock, status sweeps over many orders, metrics, its RSS and database size, stop, kill,
 //! restart and audit. The harness panics where a test would fail; here those panics become
 //! errors, so a failing AWS side reports instead of ending the run.
@@ -8,7 +8,7 @@ use crate::aws::Stack;
 use crate::load::{MakeRequest, Pool, Spec, closed};
 use crate::metrics::{self, Counters, Sample};
 use anyhow::{Context, Result, anyhow, bail};
-use harness::{Db, Server, TOKEN};
+use blackbox::{Db, Server, TOKEN};
 use hyper::Method;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -120,7 +120,7 @@ impl Service {
     fn command(&self) -> Command {
         let mut cmd = match &self.aws {
             Some(stack) if self.backend == Backend::Aws => stack.serve_command(),
-            _ => harness::serve_command(&self.db),
+            _ => blackbox::serve_command(&self.db),
         };
         // One key sends the whole load: its bucket is made large enough never to refuse, so
         // the limiter's cost is measured and its refusals are not.
@@ -360,9 +360,9 @@ impl Service {
     pub async fn audit(&self) -> Result<String> {
         let cmd = match &self.aws {
             Some(stack) if self.backend == Backend::Aws => stack.audit_command(),
-            _ => harness::audit_command(&self.db),
+            _ => blackbox::audit_command(&self.db),
         };
-        let audit = tokio::task::block_in_place(|| harness::Audit::run(cmd));
+        let audit = tokio::task::block_in_place(|| blackbox::Audit::run(cmd));
         if audit.code != Some(0) {
             bail!(
                 "audit exited {:?}: {}\n{}",
@@ -421,7 +421,7 @@ pub fn place_orders(run: &str, scenario: &str, unit_price_cents: u64) -> MakeReq
 }
 
 pub fn is_terminal(status: &str) -> bool {
-    harness::is_terminal(Some(status))
+    blackbox::is_terminal(Some(status))
 }
 
 /// `COMPLETED×98, CANCELLED×2`.

@@ -4,10 +4,10 @@
 //! doing), a start on a busy address that leaves nothing behind, and metrics that stand still
 //! while nothing happens.
 
+use blackbox::{DEADLINE, Db, Server, binary, order};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use tests::{DEADLINE, Db, Server, binary, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_front_door_points_at_the_docs_and_the_contract() {

@@ -4,11 +4,11 @@
 //! `approval-expired` did not, and the order is cancelled with `States.Timeout`. Never a 200 on
 //! an order the window then cancels.
 
+use blackbox::{Db, Server, TOKEN, order, serve_command};
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
-use tests::{Db, Server, TOKEN, order, serve_command};
 
 /// The approval window the service runs with.
 const WINDOW: Duration = Duration::from_secs(2);

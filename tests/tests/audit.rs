@@ -3,11 +3,11 @@
 //! included), and names each thing tampered with (straight in the SQLite files, as a bug or a
 //! hand could).
 
+use blackbox::{Audit, DEADLINE, Db, Server, TOKEN, audit_command, client, order, serve_command};
 use reqwest::StatusCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tests::{Audit, DEADLINE, Db, Server, TOKEN, audit_command, client, order, serve_command};
 
 /// Runs the saga's paths to their ends: a small order, a large one approved, a declined card
 /// and a large one rejected (charged, then refunded); and one more large order left waiting

@@ -3,10 +3,10 @@
 //! Stripe-compatible provider (the fake Stripe), knowing them only by endpoint URL. An order
 //! placed on one replica is worked by either and read from the other.
 
+use blackbox::aws::AwsStack;
+use blackbox::{Audit, Server, order};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tests::aws::AwsStack;
-use tests::{Audit, Server, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {

@@ -2,10 +2,10 @@
 //! one execution and charge once; many decisions at once apply exactly one; many orders at once
 //! for the last units of a SKU never oversell it.
 
+use blackbox::{Db, Server, order};
 use reqwest::StatusCode;
 use std::collections::HashSet;
 use std::sync::Arc;
-use tests::{Db, Server, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once() {
@@ -52,7 +52,7 @@ async fn fifty_concurrent_identical_orders_start_one_execution_and_charge_once()
     );
     // The first POST queued the start; a replay may have started the execution before the
     // queue came to it (starts are idempotent), so the queue empties soon, if not yet.
-    let until = std::time::Instant::now() + tests::DEADLINE;
+    let until = std::time::Instant::now() + blackbox::DEADLINE;
     loop {
         let metrics = server.metrics().await;
         assert!(

@@ -3,9 +3,9 @@
 //! stop, and header blocks no client should send. Each is cut off within bounded time (the
 //! connection closed, or 408/431), never answered 2xx/5xx, and never holds the service.
 
+use blackbox::raw::{Answer, Raw, RawResponse};
+use blackbox::{Db, START_STOP, Server, TOKEN, order, serve_command};
 use std::time::Duration;
-use tests::raw::{Answer, Raw, RawResponse};
-use tests::{Db, START_STOP, Server, TOKEN, order, serve_command};
 
 /// The `--read-timeout` of these tests: short, so a cut-off comes quickly.
 const READ_TIMEOUT: &str = "1s";

@@ -2,15 +2,15 @@
 //! answered whole or refused cleanly, no activity task stranded), a restart on the same
 //! database, the generated operator token, and backends that cannot start.
 
+use blackbox::{
+    Audit, DEADLINE, Db, START_STOP, Server, TOKEN, audit_command, binary, client, order,
+    serve_command,
+};
 use reqwest::{Method, StatusCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use store::OrderRepository;
-use tests::{
-    Audit, DEADLINE, Db, START_STOP, Server, TOKEN, audit_command, binary, client, order,
-    serve_command,
-};
 
 /// The sandbox values the clients cycle through: each order still completes, some after a
 /// retry, so steps are running (and retrying) when the stop comes.
@@ -436,7 +436,7 @@ async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on(
         !stderr.contains("ServiceUnavailable"),
         "no internal error kind: {stderr}"
     );
-    let keys = tests::command_on_store(&db, &["keys", "list"])
+    let keys = blackbox::command_on_store(&db, &["keys", "list"])
         .output()
         .unwrap();
     assert_eq!(

@@ -3,10 +3,10 @@
 //! order is a 404, its id a bare 409), operators who decide under their own names, a history
 //! without our workers' names for a client, and a revoked key refused within seconds.
 
+use blackbox::{Db, Server, command_on_store, keys_create, order};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use tests::{Db, Server, command_on_store, keys_create, order};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_sees_and_acts_on_its_own_orders_only() {

@@ -2,9 +2,9 @@
 //! `Retry-After` while another key is served in full, and an address guessing keys is throttled
 //! without locking out the keys it already used.
 
+use blackbox::{Db, Reply, Server, TOKEN, keys_create, serve_command};
 use reqwest::{Method, StatusCode};
 use std::time::Duration;
-use tests::{Db, Reply, Server, TOKEN, keys_create, serve_command};
 
 fn retry_after(reply: &Reply) -> u64 {
     reply

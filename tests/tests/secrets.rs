@@ -4,11 +4,11 @@
 //! neither secret, nor the wrong token a caller tried, appears in its output, in any answer or
 //! in `/metrics`. `--help` and a refused setting do not show them either.
 
+use blackbox::{DEADLINE, Db, Reply, Server, TOKEN, binary, order, serve_command};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
-use tests::{DEADLINE, Db, Reply, Server, TOKEN, binary, order, serve_command};
 
 /// What a caller guessing at the operator token sends.
 const WRONG_TOKEN: &str = "guessed-operator-token-9d8c7b6a";

@@ -2,9 +2,9 @@
 //! order that completes and reads back as placed, a large one an operator approves, a declined
 //! card compensated, a replay and a conflict, the stock listed.
 
+use blackbox::{Db, Server, keys_create, order, unpriced};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use tests::{Db, Server, keys_create, order, unpriced};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_walk_through_works_over_http() {

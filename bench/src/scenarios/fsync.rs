@@ -29,7 +29,7 @@ pub fn measure(dir: &Path, secs: f64) -> Result<f64> {
 /// The measurement in a fresh directory beside the databases' (the system's temporary
 /// directory, where the harness puts them).
 pub fn measure_here(secs: f64) -> Result<f64> {
-    let dir = harness::Db::new();
+    let dir = blackbox::Db::new();
     measure(dir.dir(), secs)
 }
 

@@ -26,7 +26,7 @@ impl Audit {
 }
 
 pub fn run(db: &Path) -> Audit {
-    let output = match Command::new(::tests::binary())
+    let output = match Command::new(::blackbox::binary())
         .arg("audit")
         .arg("--db")
         .arg(db)

@@ -45,7 +45,7 @@ impl Record {
 
 /// Whether a status view shows the order ended and its execution too.
 pub fn settled(view: &Value) -> bool {
-    tests::is_terminal(view["status"].as_str()) && view["executionStatus"] != "RUNNING"
+    blackbox::is_terminal(view["status"].as_str()) && view["executionStatus"] != "RUNNING"
 }
 
 pub type Journal = Arc<Mutex<BTreeMap<String, Record>>>;

@@ -2,12 +2,12 @@
 //! SIGKILL and started again at once; and the client side, which, like a real client, sends a
 //! request the kill cut off again, with the same body, to whichever process serves now.
 
+use blackbox::{Db, Server, TOKEN, serve_command};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use tests::{Db, Server, TOKEN, serve_command};
 use tokio::sync::watch;
 
 /// How long one request may keep being retried (across kills and 503s) before the run gives up.
@@ -63,7 +63,7 @@ impl Service {
             kills: AtomicU32::new(0),
             cut_off: AtomicU32::new(0),
             panics: Mutex::new(Vec::new()),
-            http: tests::client(),
+            http: blackbox::client(),
         }
     }
 
@@ -101,7 +101,7 @@ impl Service {
         self.base.send_replace(None);
         let mut server = current.take()?;
         server.sigterm();
-        let status = server.wait(tests::START_STOP);
+        let status = server.wait(blackbox::START_STOP);
         self.note_panics(&server);
         (!status.success()).then(|| {
             format!(
