@@ -1,0 +1,252 @@
+//! Opening a backend: the embedded one (SQLite store and engine files) or AWS (DynamoDB and
+//! Step Functions, each checked once), with the payment provider each is configured with.
+
+use super::*;
+
+/// The payment provider chosen, checked: the sandbox by default on the embedded backend; the AWS
+/// backend must be told (a deployment never simulates payments by accident).
+pub(super) fn payments(settings: &BackendSettings) -> Result<PaymentsSettings, StartupError> {
+    match (&settings.payments, settings.kind) {
+        (None, Backend::Embedded) => Ok(PaymentsSettings::Sandbox),
+        (None, Backend::Aws) => Err(StartupError::Config(
+            "--backend aws needs --payments (FULFILLMENT_PAYMENTS): `stripe` to charge through \
+             the provider at --stripe-url, or `sandbox` for simulated payments (staging)"
+                .to_owned(),
+        )),
+        (Some(PaymentsSettings::Stripe(c)), _) if c.secret_key.expose().is_empty() => {
+            Err(StartupError::Config(
+                "--payments stripe needs --stripe-key (FULFILLMENT_STRIPE_KEY)".to_owned(),
+            ))
+        }
+        (Some(p), _) => Ok(p.clone()),
+    }
+}
+
+pub(super) fn stripe(config: &StripeConfig) -> Result<Arc<dyn PaymentGateway>, StartupError> {
+    Ok(Arc::new(StripePayments::new(config.clone())?))
+}
+
+/// Opens the store's SQLite file with `open` (read-write for `serve`, read-only for the audit)
+/// off the async runtime, naming the file in the error.
+pub(super) async fn open_store(
+    path: &Path,
+    open: fn(&Path) -> Result<SqliteStore, StoreError>,
+) -> Result<SqliteStore, StartupError> {
+    let owned = path.to_owned();
+    tokio::task::spawn_blocking(move || open(&owned))
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))
+        .and_then(|r| r)
+        .map_err(|source| StartupError::Store {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// The embedded backend: the SQLite store and the in-process engine beside it.
+pub(super) async fn open_embedded(
+    settings: &BackendSettings,
+    payments: PaymentsSettings,
+) -> Result<Opened, StartupError> {
+    let gateway = match &payments {
+        PaymentsSettings::Sandbox => None,
+        PaymentsSettings::Stripe(c) => Some(stripe(c)?),
+    };
+    let store = open_store(&settings.store_path, |p| SqliteStore::open(p)).await?;
+    let engine_config = EngineConfig {
+        // The engine runs the sagas: it yields to the threads accepting orders, as the workers do.
+        on_writer_start: Some(lower_priority),
+        ..EngineConfig::new(&settings.engine_path)
+    };
+    let engine =
+        Engine::open(engine_config, None)
+            .await
+            .map_err(|source| StartupError::Engine {
+                path: settings.engine_path.clone(),
+                source,
+            })?;
+    let workflow = match EmbeddedWorkflow::setup(engine.clone()).await {
+        Ok(w) => w,
+        Err(e) => {
+            engine.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    // The engine and its workers share this process, so every task a worker held when the
+    // last process stopped is lost with it: hand those out again now rather than after their
+    // heartbeat timeouts. Parked approvals are held by the order, not by a worker, and stay.
+    let held: Vec<String> = workflow
+        .activity_arns()
+        .iter()
+        .filter(|(activity, _)| **activity != Activity::AwaitApproval)
+        .map(|(_, arn)| arn.clone())
+        .collect();
+    match engine.expire_heartbeats(&held).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            tasks = n,
+            "tasks held when the last process stopped are handed out again"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "tasks held when the last process stopped wait for their heartbeat timeouts")
+        }
+    }
+    tracing::info!(
+        store = %settings.store_path.display(),
+        engine = %settings.engine_path.display(),
+        "embedded backend open"
+    );
+    let unstarted = match store.accepted_order_ids().await {
+        Ok(ids) => ids,
+        Err(source) => {
+            engine.shutdown().await;
+            return Err(StartupError::Store {
+                path: settings.store_path.clone(),
+                source,
+            });
+        }
+    };
+    let mut ports = store.ports();
+    if let Some(gateway) = gateway {
+        ports.payments = gateway;
+    }
+    Ok(Opened {
+        ports,
+        activity_arns: workflow.activity_arns().clone(),
+        workflow: Arc::new(workflow),
+        sampled: embedded_counters(&engine, &store),
+        engine: Some(engine),
+        unstarted: Some(unstarted),
+        keys: Arc::new(store),
+    })
+}
+
+/// The embedded backend's commit counters: with `synchronous=FULL` each commit is one fsync,
+/// so these say how much work each fsync carries.
+pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledMetric> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (e1, e2, s1, s2) = (engine.clone(), engine.clone(), store.clone(), store.clone());
+    vec![
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "engine_commits",
+            help: "Grouped transactions the workflow engine committed (one fsync each)",
+            read: Box::new(move || e1.stats().commits.load(Relaxed)),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "engine_transitions",
+            help: "States the workflow engine's executions entered",
+            read: Box::new(move || e2.stats().transitions.load(Relaxed)),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "store_commits",
+            help: "Grouped transactions the store committed (one fsync each)",
+            read: Box::new(move || s1.writer_stats().commits.load(Relaxed)),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "store_writes",
+            help: "Writes carried by the store's commits",
+            read: Box::new(move || s2.writer_stats().writes.load(Relaxed)),
+        },
+    ]
+}
+
+/// The AWS SDK's configuration: the standard chain (environment, profiles, instance roles,
+/// AWS_ENDPOINT_URL[_SFN|_DYNAMODB]) with the flags on top. A region is required.
+pub async fn aws_sdk_config(aws: &AwsSettings) -> Result<aws_config::SdkConfig, StartupError> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(region) = &aws.region {
+        loader = loader.region(aws_config::Region::new(region.clone()));
+    }
+    if let Some(profile) = &aws.profile {
+        loader = loader.profile_name(profile);
+    }
+    if let Some(url) = &aws.endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    // A call that hangs is retried rather than waited on (the activity polls, which Step
+    // Functions holds for up to 60 s, have their own timeout in the workflow adapter).
+    loader = loader.timeout_config(
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(Duration::from_millis(3100))
+            .operation_attempt_timeout(Duration::from_secs(10))
+            .operation_timeout(Duration::from_secs(30))
+            .build(),
+    );
+    let config = loader.load().await;
+    if config.region().is_none() {
+        return Err(StartupError::Config(
+            "no AWS region: set --aws-region, AWS_REGION or the profile's region".to_owned(),
+        ));
+    }
+    Ok(config)
+}
+
+/// The AWS backend's two services, each checked once (a wrong endpoint, table or credential
+/// fails the start, not the first order).
+pub(super) async fn connect_aws(
+    settings: &BackendSettings,
+) -> Result<(AwsWorkflow, DynamoStore), StartupError> {
+    let arn = settings.state_machine_arn.as_deref().ok_or_else(|| {
+        StartupError::Config(
+            "--backend aws needs --state-machine-arn (FULFILLMENT_STATE_MACHINE_ARN): \
+             `fulfillment provision` prints it, deploy/template.yaml outputs it"
+                .to_owned(),
+        )
+    })?;
+    let sdk = aws_sdk_config(&settings.aws).await?;
+    let workflow = AwsWorkflow::new(aws_sdk_sfn::Client::new(&sdk), arn)
+        .map_err(|e| StartupError::Config(format!("--state-machine-arn: {e}")))?;
+    let store = DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        settings.aws.table.clone(),
+    );
+    if let Err(unready) = http::health::probe(&store, &workflow).await {
+        return Err(StartupError::AwsUnreachable {
+            what: unready.what,
+            reason: unready.error,
+        });
+    }
+    tracing::info!(
+        state_machine = %arn,
+        table = %settings.aws.table,
+        region = ?sdk.region(),
+        "AWS backend reachable"
+    );
+    Ok((workflow, store))
+}
+
+/// Who charges on the AWS backend: the sandbox keeps its ledger in the table.
+pub(super) fn aws_payments(
+    store: &DynamoStore,
+    payments: &PaymentsSettings,
+) -> Result<Arc<dyn PaymentGateway>, StartupError> {
+    match payments {
+        PaymentsSettings::Sandbox => Ok(Arc::new(store.payments())),
+        PaymentsSettings::Stripe(c) => stripe(c),
+    }
+}
+
+/// The AWS backend: Step Functions and DynamoDB.
+pub(super) async fn open_aws(
+    settings: &BackendSettings,
+    payments: PaymentsSettings,
+) -> Result<Opened, StartupError> {
+    let (workflow, store) = connect_aws(settings).await?;
+    let ports = Ports {
+        payments: aws_payments(&store, &payments)?,
+        ..store.ports()
+    };
+    Ok(Opened {
+        ports,
+        activity_arns: workflow.activity_arns().clone(),
+        workflow: Arc::new(workflow),
+        engine: None,
+        sampled: Vec::new(),
+        unstarted: None,
+        keys: Arc::new(store),
+    })
+}

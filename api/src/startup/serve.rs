@@ -1,0 +1,298 @@
+//! `fulfillment serve`: the running service (listener, router, saga workers, start queue,
+//! engine) started in order and taken down in reverse.
+
+use super::*;
+
+/// How the activity workers run in the service. Embedded polls are short, so a stop (which
+/// waits for the polls in flight) is quick; Step Functions decides itself how long it holds a
+/// poll (up to 60 s), so on AWS a stop abandons the polls still open after a few seconds (a task
+/// handed to one is re-issued after its heartbeat timeout; see `WorkerSettings`).
+///
+/// Every step waits on commits (the store's, the engine's) more than it computes, so several
+/// run at once and the commits carry many steps each. Not too many: past that, every commit
+/// only grows and the orders being accepted wait behind it (measured in BENCHMARKS.md: 64 steps
+/// of an activity in flight, 16 polls, beat 16 and 2, and 256 and 32). Each poll hands out one
+/// task. On AWS a poll is a held HTTP connection, and each replica adds its own.
+pub(super) fn worker_settings(backend: Backend) -> WorkerSettings {
+    let (pollers_per_activity, max_in_flight) = match backend {
+        Backend::Embedded => (16, 64),
+        Backend::Aws => (8, 64),
+    };
+    WorkerSettings {
+        poll_wait: Duration::from_secs(1),
+        pollers_per_activity,
+        max_in_flight,
+        abandon_polls_after: match backend {
+            Backend::Embedded => None,
+            Backend::Aws => Some(Duration::from_secs(3)),
+        },
+        ..WorkerSettings::default()
+    }
+}
+
+/// The runtime of the saga's background work (the activity workers, the approval keeper, the
+/// start queue), apart from the one serving HTTP: a burst of steps made ready by one engine
+/// commit then waits on its own threads, not in front of the requests being answered. Its
+/// threads, half as many as the cores (the steps mostly wait on commits), run at a lower
+/// priority than the HTTP ones, as the embedded engine's writer does (see [`lower_priority`]):
+/// when the CPU is short, orders are accepted first and the sagas catch up after, from the
+/// durable queues (the start queue's `ACCEPTED` orders, the engine's scheduled tasks).
+pub(super) fn background_runtime() -> Result<Background, StartupError> {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads((cores / 2).max(1))
+        .thread_name("saga-worker")
+        .on_thread_start(lower_priority)
+        .enable_all()
+        .build()
+        .map(|rt| Background(Some(rt)))
+        .map_err(|e| StartupError::Config(format!("cannot start the workers' runtime: {e}")))
+}
+
+/// The background runtime, shut down without waiting when dropped: a runtime dropped inside
+/// another's tasks (a `Service` dropped without `serve`) would otherwise panic.
+pub(super) struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+        self.0.as_ref().map(|rt| rt.enter())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10; Linux, where a thread's nice value
+/// is its own). Elsewhere, or when refused, the thread keeps its priority.
+pub(super) fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: plain system calls on the calling thread, with no pointers.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
+}
+
+/// Spawns the queueing of the starts of `ids`, the orders accepted before this start.
+pub(super) fn resume(intake: Arc<OrderIntake>, ids: Vec<OrderId>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stored = ids.len();
+        match intake.resume(ids).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                orders = n,
+                stored,
+                "orders accepted before this start are queued to be started (those running already are left alone)"
+            ),
+            Err(e) => tracing::error!(
+                error = %e,
+                "cannot queue the starts of the orders accepted before this start; the next start, or a retry of their POSTs, does"
+            ),
+        }
+    })
+}
+
+/// The approval keeper heartbeats parked approvals five times per heartbeat window.
+pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
+    (approval_heartbeat / 5).max(Duration::from_secs(1))
+}
+
+/// A started service: the stack is open, the workers run and the listener is bound; requests
+/// are served once [`Service::serve`] runs.
+pub struct Service {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    bootstrap: Option<BootstrapKeys>,
+    router: axum::Router,
+    /// How long a client may take to send its headers (see `http::server::serve`).
+    read_timeout: Duration,
+    workers: SagaWorkers,
+    /// The embedded backend's start queue, and the task re-filling it at start.
+    start_queue: Option<(StartQueueTask, tokio::task::JoinHandle<()>)>,
+    /// The embedded backend's engine, closed last.
+    engine: Option<Engine>,
+    /// Where the workers, the keeper and the start queue run.
+    background: Background,
+}
+
+/// A backend, opened: the saga's ports and workflow, and what to close at the end.
+pub(super) struct Opened {
+    pub(super) ports: Ports,
+    pub(super) workflow: Arc<dyn WorkflowPort>,
+    pub(super) activity_arns: HashMap<Activity, String>,
+    pub(super) engine: Option<Engine>,
+    /// The backend's own counters, for `/metrics`.
+    pub(super) sampled: Vec<SampledMetric>,
+    /// Embedded: the orders still `ACCEPTED`, whose starts the start queue takes again. AWS:
+    /// `None`, no queue (each replica is stateless, so a request starts its order's execution
+    /// itself; Step Functions holds it from then on).
+    pub(super) unstarted: Option<Vec<OrderId>>,
+    /// The principals and their API keys.
+    pub(super) keys: Arc<dyn KeyRepository>,
+}
+
+impl Opened {
+    async fn close(self) {
+        if let Some(engine) = self.engine {
+            engine.shutdown().await;
+        }
+    }
+}
+
+impl Service {
+    /// Opens the backend (embedded or AWS), starts the workers and binds the listener.
+    pub async fn start(settings: &Settings) -> Result<Service, StartupError> {
+        let payments = payments(&settings.backend)?;
+        if settings.backend.kind == Backend::Aws && settings.operator_token.is_none() {
+            return Err(StartupError::Config(
+                "--backend aws needs --operator-token (FULFILLMENT_OPERATOR_TOKEN), the same on \
+                 every replica"
+                    .to_owned(),
+            ));
+        }
+        // The address first: a start that cannot serve (a busy port) creates nothing on disk.
+        let (listener, local_addr) = bind(settings.listen).await?;
+        let opened = match settings.backend.kind {
+            Backend::Embedded => open_embedded(&settings.backend, payments).await?,
+            Backend::Aws => open_aws(&settings.backend, payments).await?,
+        };
+        // Only a start that opened its backend creates keys (a second instance refused by the
+        // engine's lock must not keep keys it never showed).
+        let bootstrap = match bootstrap_keys(settings.backend.kind, opened.keys.as_ref()).await {
+            Ok(b) => b,
+            Err(e) => {
+                opened.close().await;
+                return Err(e);
+            }
+        };
+        let auth = Arc::new(Authenticator::with_limits(
+            opened.keys.clone(),
+            settings.operator_token.as_ref().map(OperatorToken::expose),
+            &settings.rate_limits,
+        ));
+        let background = match background_runtime() {
+            Ok(rt) => rt,
+            Err(e) => {
+                opened.close().await;
+                return Err(e);
+            }
+        };
+        // Everything spawned from here to the guard's end runs on the background runtime.
+        let on_background = background.enter();
+        let Opened {
+            ports,
+            workflow,
+            activity_arns,
+            engine,
+            mut sampled,
+            unstarted,
+            keys: _,
+        } = opened;
+        let (queue, queued) = match unstarted {
+            Some(ids) => {
+                let (queue, task) =
+                    StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
+                let depth = queue.clone();
+                sampled.push(SampledMetric {
+                    kind: SampledKind::Gauge,
+                    name: "start_queue_orders",
+                    help: "Accepted orders whose execution waits in the start queue to be started",
+                    read: Box::new(move || depth.len() as u64),
+                });
+                (Some(queue), Some((task, ids)))
+            }
+            None => (None, None),
+        };
+        let metrics = Metrics::with_sampled(sampled);
+        // The steps' view of the orders counts the sagas they end.
+        let step_ports = Ports {
+            orders: Arc::new(CountedOrders {
+                orders: ports.orders.clone(),
+                metrics: metrics.clone(),
+            }),
+            ..ports.clone()
+        };
+        let workers = SagaWorkers::start(
+            &step_ports,
+            workflow.clone(),
+            move |a| activity_arns[&a].clone(),
+            worker_settings(settings.backend.kind),
+            keeper_interval(settings.saga.approval_heartbeat),
+        );
+        let intake = Arc::new(OrderIntake {
+            orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
+            workflow: workflow.clone(),
+            settings: settings.saga.clone(),
+            queue,
+        });
+        let start_queue = queued.map(|(task, ids)| (task, resume(intake.clone(), ids)));
+        drop(on_background);
+        let router = http::router(AppState {
+            ports,
+            workflow,
+            intake,
+            auth,
+            limits: settings.limits.clone(),
+            metrics,
+        });
+        Ok(Service {
+            listener,
+            local_addr,
+            bootstrap,
+            router,
+            read_timeout: settings.limits.read_timeout,
+            workers,
+            start_queue,
+            engine,
+            background,
+        })
+    }
+
+    /// The address the listener is bound to (the real port when configured with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The keys this start created (its store held none), to show once.
+    pub fn bootstrap(&self) -> Option<&BootstrapKeys> {
+        self.bootstrap.as_ref()
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, finishes the requests in
+    /// flight, stops the workers (the steps in flight finish and answer) and closes the engine.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), StartupError> {
+        let Service {
+            listener,
+            router,
+            read_timeout,
+            workers,
+            start_queue,
+            engine,
+            background,
+            ..
+        } = self;
+        http::server::serve(listener, router, read_timeout, shutdown).await;
+        if let Some((queue, resume)) = start_queue {
+            resume.abort();
+            queue.stop().await;
+        }
+        tracing::info!("HTTP server stopped; stopping the workers");
+        workers.stop().await;
+        if let Some(engine) = engine {
+            engine.shutdown().await;
+            tracing::info!("engine closed");
+        }
+        drop(background);
+        tracing::info!("bye");
+        Ok(())
+    }
+}
