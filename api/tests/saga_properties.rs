@@ -441,3 +441,120 @@ async fn a_shipment_after_the_compensation_is_refused() {
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
     assert_eq!(saga.level("book").await, (5, 0, 0));
 }
+
+/// The payment provider, counting the charges asked of it.
+struct CountingCharges {
+    inner: Arc<dyn store::PaymentGateway>,
+    charges: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl store::PaymentGateway for CountingCharges {
+    async fn charge(
+        &self,
+        request: &store::ChargeRequest,
+    ) -> Result<store::Charge, store::GatewayError> {
+        self.charges
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.charge(request).await
+    }
+
+    async fn find_charge(
+        &self,
+        order_id: &store::OrderId,
+    ) -> Result<Option<store::Charge>, store::GatewayError> {
+        self.inner.find_charge(order_id).await
+    }
+
+    async fn refund(
+        &self,
+        order_id: &store::OrderId,
+        charge_id: Option<&str>,
+        idempotency_key: &str,
+    ) -> Result<Refunded, store::GatewayError> {
+        self.inner
+            .refund(order_id, charge_id, idempotency_key)
+            .await
+    }
+
+    async fn list_charges(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<store::Page<store::Charge>, store::GatewayError> {
+        self.inner.list_charges(after, limit).await
+    }
+
+    async fn list_refunds(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<store::Page<store::Refund>, store::GatewayError> {
+        self.inner.list_refunds(after, limit).await
+    }
+}
+
+/// The saga gives up on a ChargePayment task whose worker hangs before it charges, and
+/// compensates: the refund finds nothing, the stock is released, CANCELLED. Then the hung worker
+/// wakes up. It must not ask the provider for a charge at all: the sandbox refuses one for a
+/// voided order, but a real provider (Stripe) would take the money, after the refund that was
+/// to undo it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
+    use serde_json::json;
+    use workflow::definition::Activity;
+    use workflow::{StepOutcome, StepTask};
+
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    let order = saga
+        .place(harness::small("o-late-charge", "book", PM_SUCCEEDS))
+        .await;
+    let id = order.id().clone();
+    let task = |input: serde_json::Value| StepTask {
+        task_token: "t".into(),
+        input,
+    };
+    let forward = json!({"orderId": id.as_str()});
+    let reserved = saga
+        .step(Activity::ReserveInventory)
+        .run(task(forward.clone()))
+        .await;
+    assert!(matches!(reserved, StepOutcome::Done(_)), "{reserved:?}");
+    // ChargePayment timed out for good: the saga compensates.
+    let compensation = json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}});
+    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
+        let outcome = saga.step(activity).run(task(compensation.clone())).await;
+        assert!(
+            matches!(outcome, StepOutcome::Done(_)),
+            "{activity:?}: {outcome:?}"
+        );
+    }
+    assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
+
+    // The hung ChargePayment worker runs its step now, against a provider that counts.
+    let payments = Arc::new(CountingCharges {
+        inner: saga.ports.payments.clone(),
+        charges: Default::default(),
+    });
+    let ports = store::Ports {
+        payments: payments.clone(),
+        ..saga.ports.clone()
+    };
+    let late = workflow::steps::for_activity(Activity::ChargePayment, &ports)
+        .run(task(forward))
+        .await;
+    assert!(
+        matches!(&late, StepOutcome::Failed { error, .. } if error == "Order.Invalid"),
+        "{late:?}"
+    );
+    assert_eq!(
+        payments.charges.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the provider was asked to charge a cancelled order"
+    );
+    assert_eq!(saga.ports.payments.find_charge(&id).await.unwrap(), None);
+    assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
+    assert_eq!(saga.level("book").await, (5, 0, 0));
+}

@@ -1,5 +1,7 @@
 //! ChargePayment: one charge per order, under the idempotency key `charge:{orderId}`, its id and
-//! time recorded on the order for the refund and the status view.
+//! time recorded on the order for the refund and the status view. A delivery that finds the
+//! saga already compensating the order (a stale worker's) charges nothing: a charge made then
+//! would come after the refund that was to undo it.
 
 use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
 use crate::ErrorName;
@@ -17,6 +19,12 @@ impl Step for ChargePayment {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
         let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
+        if order.status.is_compensation() {
+            return failed(
+                ErrorName::OrderInvalid,
+                format!("order is {}; nothing is charged", order.status.as_str()),
+            );
+        }
         let request = ChargeRequest {
             idempotency_key: input.order_id.charge_key(),
             order_id: input.order_id.clone(),

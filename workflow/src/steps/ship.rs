@@ -19,10 +19,7 @@ impl Step for CreateShipment {
         let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
         // A delivery that comes after the saga compensated is stale; the compensation also
         // voided the order's shipping, so the carrier would refuse it anyway.
-        if matches!(
-            order.status,
-            OrderStatus::Compensating | OrderStatus::Cancelled | OrderStatus::CompensationFailed
-        ) {
+        if order.status.is_compensation() {
             return failed(
                 ErrorName::OrderInvalid,
                 format!("order is {}", order.status.as_str()),
