@@ -32,8 +32,8 @@ pub const MAX_AVAILABLE: u64 = 1_000_000_000;
 pub const MAX_REASON_CHARS: usize = 500;
 
 /// The compiled schema of every request body, by its schema's name.
-fn validators() -> &'static HashMap<&'static str, jsonschema::Validator> {
-    static VALIDATORS: OnceLock<HashMap<&'static str, jsonschema::Validator>> = OnceLock::new();
+fn validators() -> &'static HashMap<String, jsonschema::Validator> {
+    static VALIDATORS: OnceLock<HashMap<String, jsonschema::Validator>> = OnceLock::new();
     VALIDATORS.get_or_init(|| {
         let document = serde_json::to_value(super::openapi::document())
             .expect("the OpenAPI document serializes");
@@ -53,17 +53,10 @@ fn validators() -> &'static HashMap<&'static str, jsonschema::Validator> {
             });
             let validator = jsonschema::draft202012::new(&schema)
                 .unwrap_or_else(|e| panic!("the schema of {name} compiles: {e}"));
-            (leak(name), validator)
+            (name.into_owned(), validator)
         })
         .collect()
     })
-}
-
-fn leak(name: std::borrow::Cow<'static, str>) -> &'static str {
-    match name {
-        std::borrow::Cow::Borrowed(s) => s,
-        std::borrow::Cow::Owned(s) => Box::leak(s.into_boxed_str()),
-    }
 }
 
 /// `body` as a `T`, or every field that breaks `T`'s published schema (one message per field,
