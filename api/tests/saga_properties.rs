@@ -386,6 +386,51 @@ proptest! {
 
 // ---- a late step -------------------------------------------------------------------------------
 
+/// A saga whose workers are stopped, with a small order `id` placed on 5 books in stock: its
+/// steps are run by hand, as a hung worker would run them late.
+async fn placed_without_workers(id: &str) -> (Saga, store::OrderId) {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    let order = saga.place(harness::small(id, "book", PM_SUCCEEDS)).await;
+    let id = order.id().clone();
+    (saga, id)
+}
+
+/// A task of a step, with `input`.
+fn task(input: serde_json::Value) -> workflow::StepTask {
+    workflow::StepTask {
+        task_token: "t".into(),
+        input,
+    }
+}
+
+/// Runs each of `activities`' steps once with `input`; each must succeed.
+async fn run_done(
+    saga: &Saga,
+    activities: &[workflow::definition::Activity],
+    input: &serde_json::Value,
+) {
+    for activity in activities {
+        let outcome = saga.step(*activity).run(task(input.clone())).await;
+        assert!(
+            matches!(outcome, workflow::StepOutcome::Done(_)),
+            "{activity:?}: {outcome:?}"
+        );
+    }
+}
+
+/// The compensation the saga runs when a forward step gives up.
+const COMPENSATIONS: [workflow::definition::Activity; 2] = [
+    workflow::definition::Activity::RefundPayment,
+    workflow::definition::Activity::ReleaseInventory,
+];
+
+/// The input of a compensation started by a step that timed out for good.
+fn timed_out(id: &store::OrderId) -> serde_json::Value {
+    serde_json::json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}})
+}
+
 /// The saga gives up on a CreateShipment task whose worker hangs (its attempts time out) and
 /// compensates: refund, release, CANCELLED. Then the hung worker wakes up and runs its step.
 /// Charges have a guard for this (a refund that found nothing voids the order) and so do
@@ -396,36 +441,17 @@ proptest! {
 async fn a_shipment_after_the_compensation_is_refused() {
     use serde_json::json;
     use workflow::definition::Activity;
-    use workflow::{StepOutcome, StepTask};
 
-    let mut saga = Saga::default().await;
-    saga.stop_workers().await;
-    saga.stock("book", 5).await;
-    let order = saga
-        .place(harness::small("o-late-ship", "book", PM_SUCCEEDS))
-        .await;
-    let id = order.id().clone();
-    let task = |input: serde_json::Value| StepTask {
-        task_token: "t".into(),
-        input,
-    };
+    let (saga, id) = placed_without_workers("o-late-ship").await;
     let forward = json!({"orderId": id.as_str()});
-    for activity in [Activity::ReserveInventory, Activity::ChargePayment] {
-        let outcome = saga.step(activity).run(task(forward.clone())).await;
-        assert!(
-            matches!(outcome, StepOutcome::Done(_)),
-            "{activity:?}: {outcome:?}"
-        );
-    }
+    run_done(
+        &saga,
+        &[Activity::ReserveInventory, Activity::ChargePayment],
+        &forward,
+    )
+    .await;
     // CreateShipment timed out for good: the saga compensates.
-    let compensation = json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}});
-    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let outcome = saga.step(activity).run(task(compensation.clone())).await;
-        assert!(
-            matches!(outcome, StepOutcome::Done(_)),
-            "{activity:?}: {outcome:?}"
-        );
-    }
+    run_done(&saga, &COMPENSATIONS, &timed_out(&id)).await;
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
     assert_eq!(saga.level("book").await, (5, 0, 0));
 
@@ -502,35 +528,14 @@ impl store::PaymentGateway for CountingCharges {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
     use serde_json::json;
+    use workflow::StepOutcome;
     use workflow::definition::Activity;
-    use workflow::{StepOutcome, StepTask};
 
-    let mut saga = Saga::default().await;
-    saga.stop_workers().await;
-    saga.stock("book", 5).await;
-    let order = saga
-        .place(harness::small("o-late-charge", "book", PM_SUCCEEDS))
-        .await;
-    let id = order.id().clone();
-    let task = |input: serde_json::Value| StepTask {
-        task_token: "t".into(),
-        input,
-    };
+    let (saga, id) = placed_without_workers("o-late-charge").await;
     let forward = json!({"orderId": id.as_str()});
-    let reserved = saga
-        .step(Activity::ReserveInventory)
-        .run(task(forward.clone()))
-        .await;
-    assert!(matches!(reserved, StepOutcome::Done(_)), "{reserved:?}");
+    run_done(&saga, &[Activity::ReserveInventory], &forward).await;
     // ChargePayment timed out for good: the saga compensates.
-    let compensation = json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}});
-    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let outcome = saga.step(activity).run(task(compensation.clone())).await;
-        assert!(
-            matches!(outcome, StepOutcome::Done(_)),
-            "{activity:?}: {outcome:?}"
-        );
-    }
+    run_done(&saga, &COMPENSATIONS, &timed_out(&id)).await;
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
 
     // The hung ChargePayment worker runs its step now, against a provider that counts.
