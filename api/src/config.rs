@@ -400,6 +400,18 @@ pub struct BackendArgs {
     )]
     pub stripe_timeout: Duration,
 
+    /// Put before every idempotency key sent to the payment provider, and required of every
+    /// payment found there, so that two services sharing one Stripe account never collide.
+    /// Set it before the first order: changing it while orders run lets a retried charge go
+    /// under a new key.
+    #[arg(
+        long,
+        env = "FULFILLMENT_IDEMPOTENCY_PREFIX",
+        default_value = "",
+        value_name = "PREFIX"
+    )]
+    pub idempotency_prefix: String,
+
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "FULFILLMENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -658,6 +670,7 @@ impl From<BackendArgs> for BackendSettings {
                 // A missing key is refused at start-up, with the other combinations.
                 secret_key: a.stripe_key.clone().unwrap_or_else(|| SecretKey::new("")),
                 timeout: a.stripe_timeout,
+                key_prefix: a.idempotency_prefix.clone(),
             }),
         });
         BackendSettings {

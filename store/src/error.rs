@@ -49,6 +49,15 @@ pub enum GatewayError {
     /// The idempotency key was used before with different parameters.
     #[error("idempotency key reused with different parameters: {0}")]
     KeyReused(String),
+    /// The provider refused the request as malformed or impossible (an amount under its
+    /// minimum, an unknown object): final, and not the customer's "no" either.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The operator's fault, not the order's: the provider refused our credentials (401, 403)
+    /// or the configured URL is not the provider's API. Retried until someone fixes it; no
+    /// order may be cancelled for it.
+    #[error("provider misconfigured: {0}")]
+    Misconfigured(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -56,9 +65,11 @@ pub enum GatewayError {
 impl GatewayError {
     pub fn is_transient(&self) -> bool {
         match self {
-            GatewayError::Unavailable(_) => true,
+            GatewayError::Unavailable(_) | GatewayError::Misconfigured(_) => true,
             GatewayError::Store(e) => e.is_transient(),
-            GatewayError::Rejected(_) | GatewayError::KeyReused(_) => false,
+            GatewayError::Rejected(_) | GatewayError::KeyReused(_) | GatewayError::Invalid(_) => {
+                false
+            }
         }
     }
 }

@@ -338,6 +338,18 @@ pub enum Refunded {
 
 #[async_trait]
 pub trait PaymentGateway: Send + Sync {
+    /// Checks, changing nothing, that the provider accepts this service's credentials and URL
+    /// (start-up refuses to serve otherwise). Nothing to check by default (the sandbox).
+    async fn check(&self) -> Result<(), GatewayError> {
+        Ok(())
+    }
+
+    /// `Err(Misconfigured)` while the provider refuses this service's settings (`/readyz`
+    /// fails then); transient trouble is no ill health. Healthy by default.
+    async fn health(&self) -> Result<(), GatewayError> {
+        Ok(())
+    }
+
     /// Charges once per idempotency key: the same key with the same parameters returns the first
     /// charge; with other parameters it is `KeyReused`.
     async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError>;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
+use store::contract::fake_stripe::{FakeStripe, PM_AUTHENTICATION, PM_DECLINED, SECRET_KEY};
 use store::contract::{gateways, order_id};
 use store::{
     ChargeRequest, GatewayError, OrderId, PaymentGateway, Refunded, SecretKey, StripeConfig,
@@ -14,11 +14,169 @@ use store::{
 
 const TIMEOUT: Duration = Duration::from_millis(500);
 
+/// The error class of each kind of refusal Stripe makes: the customer's bank (a decline, a
+/// payment that needs 3-D Secure), a request no retry fixes (under the minimum amount), and
+/// the operator's (a revoked key, a wrong URL), which is retried and shows in `health`.
+#[tokio::test]
+async fn refusals_are_classed_by_whose_they_are() {
+    let (fake, payments) = gateway().await;
+    let declined = payments
+        .charge(&charge_of(&order_id("declined"), 700, PM_DECLINED))
+        .await
+        .expect_err("declined");
+    assert!(
+        matches!(declined, GatewayError::Rejected(ref m) if m.starts_with("generic_decline")),
+        "{declined:?}"
+    );
+    let three_ds = payments
+        .charge(&charge_of(&order_id("three-ds"), 700, PM_AUTHENTICATION))
+        .await
+        .expect_err("needs authentication");
+    assert!(
+        matches!(three_ds, GatewayError::Rejected(ref m) if m.starts_with("authentication_required")),
+        "{three_ds:?}"
+    );
+    let tiny = payments
+        .charge(&charge_of(&order_id("tiny"), 10, "pm_card_visa"))
+        .await
+        .expect_err("under the minimum");
+    assert!(
+        matches!(tiny, GatewayError::Invalid(ref m) if m.starts_with("amount_too_small")),
+        "{tiny:?}"
+    );
+    assert!(!tiny.is_transient());
+    payments
+        .health()
+        .await
+        .expect("healthy after refusals of orders");
+
+    fake.revoke_key(true);
+    let id = order_id("revoked");
+    let revoked = payments
+        .charge(&charge_of(&id, 700, "pm_card_visa"))
+        .await
+        .expect_err("revoked key");
+    assert!(
+        matches!(revoked, GatewayError::Misconfigured(_)),
+        "{revoked:?}"
+    );
+    assert!(revoked.is_transient());
+    assert!(matches!(
+        payments.health().await,
+        Err(GatewayError::Misconfigured(_))
+    ));
+    assert!(matches!(
+        payments.check().await,
+        Err(GatewayError::Misconfigured(_))
+    ));
+    assert_eq!(payments.health_counts().misconfigured_answers(), 3);
+    fake.revoke_key(false);
+    // Health asks again while it is ill: a restored key shows at once.
+    payments.health().await.expect("restored");
+    payments
+        .charge(&charge_of(&id, 700, "pm_card_visa"))
+        .await
+        .expect("charged once the key is back");
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+}
+
+#[tokio::test]
+async fn a_url_that_is_not_stripes_api_is_misconfigured_not_a_decline() {
+    let fake = FakeStripe::start().await;
+    let wrong = StripePayments::new(StripeConfig {
+        base_url: format!("{}/v1", fake.base_url),
+        ..config(&fake, SECRET_KEY)
+    })
+    .expect("gateway");
+    let err = wrong
+        .charge(&charge_of(&order_id("wrong-url"), 700, "pm_card_visa"))
+        .await
+        .expect_err("no such endpoint");
+    assert!(matches!(err, GatewayError::Misconfigured(_)), "{err:?}");
+    assert!(matches!(
+        wrong.check().await,
+        Err(GatewayError::Misconfigured(_))
+    ));
+}
+
+/// Two services on one Stripe account, each with its own prefix, charge the same order id:
+/// each under its own key, and each finds, refunds and lists only its own payment.
+#[tokio::test]
+async fn services_with_their_own_key_prefix_never_touch_each_others_payments() {
+    let fake = FakeStripe::start().await;
+    let service = |prefix: &str| {
+        StripePayments::new(StripeConfig {
+            key_prefix: prefix.to_owned(),
+            ..config(&fake, SECRET_KEY)
+        })
+        .expect("gateway")
+    };
+    let (a, b) = (service("shop-a:"), service("shop-b:"));
+    let id = order_id("shared");
+    let charge_a = a
+        .charge(&charge_of(&id, 700, "pm_card_visa"))
+        .await
+        .expect("a");
+    let charge_b = b
+        .charge(&charge_of(&id, 900, "pm_card_visa"))
+        .await
+        .expect("b");
+    assert_ne!(charge_a.charge_id, charge_b.charge_id);
+    assert_eq!(fake.charges_of(id.as_str()), 2);
+    let keys: Vec<_> = fake
+        .requests()
+        .iter()
+        .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        keys,
+        [format!("shop-a:charge:{id}"), format!("shop-b:charge:{id}")]
+    );
+    assert_eq!(
+        a.find_charge(&id)
+            .await
+            .expect("find")
+            .expect("a's")
+            .charge_id,
+        charge_a.charge_id
+    );
+    let Refunded::Now(refund) = b.refund(&id, None, &id.refund_key()).await.expect("refund") else {
+        panic!("b refunds its own charge");
+    };
+    assert_eq!(refund.charge_id, charge_b.charge_id);
+    // A's charge id handed to B is not B's to refund.
+    let err = b
+        .refund(&id, Some(&charge_a.charge_id), &id.refund_key())
+        .await
+        .expect_err("a's payment");
+    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    let listed: Vec<_> = a.list_charges(None, 100).await.expect("list").items;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].charge_id, charge_a.charge_id);
+    assert!(b.list_refunds(None, 100).await.expect("list").items.len() == 1);
+    assert!(
+        a.list_refunds(None, 100)
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+    // Only letters, digits and a few separators make a prefix.
+    assert!(
+        StripePayments::new(StripeConfig {
+            key_prefix: "a b".to_owned(),
+            ..config(&fake, SECRET_KEY)
+        })
+        .is_err()
+    );
+}
+
 fn config(fake: &FakeStripe, key: &str) -> StripeConfig {
     StripeConfig {
         base_url: fake.base_url.clone(),
         secret_key: SecretKey::new(key),
         timeout: TIMEOUT,
+        key_prefix: String::new(),
     }
 }
 
@@ -174,6 +332,7 @@ async fn an_unreachable_provider_is_transient() {
         base_url,
         secret_key: SecretKey::new(SECRET_KEY),
         timeout: TIMEOUT,
+        key_prefix: String::new(),
     })
     .expect("gateway");
     let id = order_id("unreachable");
@@ -380,7 +539,7 @@ async fn the_secret_key_never_shows_in_debug_or_errors() {
         .charge(&charge_of(&id, 100, "pm_card_visa"))
         .await
         .expect_err("unauthorised");
-    assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
+    assert!(matches!(err, GatewayError::Misconfigured(_)), "{err:?}");
     assert!(err.to_string().contains("Invalid API Key"), "{err}");
     assert!(!err.to_string().contains(wrong), "{err}");
     assert!(!format!("{err:?}").contains(wrong), "{err:?}");

@@ -1,8 +1,13 @@
 //! No secret leaves the service: the real binary, configured with an operator token and a
 //! payment provider's key, logging everything (`RUST_LOG=trace`, JSON), is driven through failed
-//! authentication, provider errors and a provider that refuses (and quotes back) a wrong key;
+//! authentication, provider errors and a provider that refuses (and quotes back) a revoked key;
 //! neither secret, nor the wrong token a caller tried, appears in its output, in any answer or
-//! in `/metrics`. `--help` and a refused setting do not show them either.
+//! in `/metrics`. `--help`, a refused setting and a start refused for a wrong key do not show
+//! them either.
+//!
+//! A revoked key is the operator's fault, not the order's: the order is not cancelled, its
+//! charge is retried, `/readyz` fails saying why, and once the key works again the order
+//! completes.
 
 use blackbox::{DEADLINE, Db, Reply, Server, TOKEN, binary, order, serve_command};
 use reqwest::{Method, StatusCode};
@@ -46,10 +51,10 @@ async fn until(server: &Server, id: &str, what: &str, done: impl Fn(&Value) -> b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
-    let stripe = FakeStripe::start().await;
-    let (db, wrong_db) = (Db::new(), Db::new());
+    let (stripe, revoking) = (FakeStripe::start().await, FakeStripe::start().await);
+    let (db, revoked_db) = (Db::new(), Db::new());
     let server = start(&db, &stripe, SECRET_KEY);
-    let misconfigured = start(&wrong_db, &stripe, WRONG_KEY);
+    let misconfigured = start(&revoked_db, &revoking, SECRET_KEY);
     let mut answers: Vec<String> = Vec::new();
 
     // Operator endpoints tried with the wrong token, every way a caller might send it.
@@ -102,29 +107,64 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
         .await;
     answers.push(server.reaches("outage", "COMPLETED").await.to_string());
 
-    // The provider refuses the misconfigured service's key, quoting it back.
+    // The provider stops taking the service's key (rolled in its dashboard), quoting it back.
+    revoking.revoke_key(true);
     misconfigured
-        .place(&order("wrong-key", "book", 1, 1_500, "pm_card_visa"))
+        .place(&order("revoked-key", "book", 1, 1_500, "pm_card_visa"))
         .await;
-    let failed = until(&misconfigured, "wrong-key", "failed", |s| {
-        s["failure"].is_object()
+    let refused = until(&misconfigured, "revoked-key", "refused", |_| {
+        revoking
+            .requests()
+            .iter()
+            .any(|r| r.path == "/v1/payment_intents")
     })
     .await;
-    // The refusal, with the key it quoted replaced, is the order's failure.
+    answers.push(refused.text);
+    let ready = misconfigured.anonymous(Method::GET, "/readyz", None).await;
+    assert_eq!(
+        ready.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        ready.text
+    );
+    // The refusal, with the key it quoted replaced, says why.
     assert!(
-        failed
+        ready
             .text
             .contains("Invalid API Key provided: Bearer <redacted>"),
         "{}",
-        failed.text
+        ready.text
     );
-    answers.push(failed.text);
+    answers.push(ready.text);
+    let metrics = misconfigured.request(Method::GET, "/metrics", None).await;
+    assert!(
+        metrics.text.lines().any(|l| l
+            .starts_with("fulfillment_payment_provider_misconfigured_answers_total ")
+            && !l.ends_with(" 0")),
+        "{}",
+        metrics.text
+    );
+    answers.push(metrics.text);
+    // No order is cancelled for it: the charge waits, and goes through once the key works.
+    let waiting = misconfigured.status("revoked-key").await;
+    assert!(waiting["failure"].is_null(), "{waiting}");
+    assert_eq!(waiting["status"], "RESERVED", "{waiting}");
+    revoking.revoke_key(false);
+    answers.push(
+        misconfigured
+            .reaches("revoked-key", "COMPLETED")
+            .await
+            .to_string(),
+    );
+    assert_eq!(revoking.charges_of("revoked-key"), 1);
+    let ready = misconfigured.anonymous(Method::GET, "/readyz", None).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
 
     for (s, id) in [
         (&server, "paid"),
         (&server, "declined"),
         (&server, "outage"),
-        (&misconfigured, "wrong-key"),
+        (&misconfigured, "revoked-key"),
     ] {
         let history = s
             .request(
@@ -147,7 +187,11 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
     let logs = output.join("\n");
     // The logs are the most verbose there are, and saw the provider's refusal and outage.
     assert!(logs.contains("\"level\":\"TRACE\""), "not trace logs");
-    for error in ["Payment.Declined", "Payment.Unavailable"] {
+    for error in [
+        "Payment.Declined",
+        "Payment.Unavailable",
+        "Provider.Misconfigured",
+    ] {
         assert!(
             logs.contains(&format!("\"error\":\"{error}\"")),
             "{error} not logged"
@@ -162,6 +206,37 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
             );
         }
     }
+}
+
+/// A key the provider refuses stops the start, before anything is created, saying which
+/// setting to fix and never quoting the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_with_a_key_the_provider_refuses_is_refused_and_creates_nothing() {
+    let stripe = FakeStripe::start().await;
+    let db = Db::new();
+    let mut cmd = serve_command(&db);
+    cmd.args(["--payments", "stripe", "--stripe-url", &stripe.base_url])
+        .env("FULFILLMENT_OPERATOR_TOKEN", TOKEN)
+        .env("FULFILLMENT_STRIPE_KEY", WRONG_KEY);
+    let refused = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("joined")
+        .expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("refuses this service's settings") && stderr.contains("--stripe-key"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(WRONG_KEY), "{stderr}");
+    assert!(!db.path().exists(), "a refused start created the store");
+    assert!(
+        stripe
+            .requests()
+            .iter()
+            .all(|r| r.method == Method::GET && r.path == "/v1/balance"),
+        "the check changes nothing"
+    );
 }
 
 #[test]

@@ -82,23 +82,27 @@ pub async fn healthz() -> Json<Health> {
     tag = "service",
     responses(
         (status = 200, description = "Ready", body = Health),
-        (status = 503, description = "The store or the workflow service does not answer (`not-ready`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store or the workflow service does not answer, or the payment provider refuses the service's key or URL (`not-ready`)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[tracing::instrument(name = "readiness", skip_all)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    match probe(state.ports.orders.as_ref(), state.workflow.as_ref()).await {
-        Ok(()) => Ok(Json(Health {
-            status: "ready".to_owned(),
-        })),
-        Err(unready) => {
-            tracing::warn!(error = %unready.error, "{} not ready", unready.what);
-            Err(Problem::new(
-                ProblemKind::NotReady,
-                format!("{} does not answer", unready.what),
-            ))
-        }
+    if let Err(unready) = probe(state.ports.orders.as_ref(), state.workflow.as_ref()).await {
+        tracing::warn!(error = %unready.error, "{} not ready", unready.what);
+        return Err(Problem::new(
+            ProblemKind::NotReady,
+            format!("{} does not answer", unready.what),
+        ));
     }
+    // A provider that does not answer is no reason to stop taking orders (their charges are
+    // retried); one that refuses our settings is, until an operator fixes them.
+    if let Err(e) = state.ports.payments.health().await {
+        tracing::warn!(error = %e, "the payment provider refuses this service's settings");
+        return Err(Problem::new(ProblemKind::NotReady, e.to_string()));
+    }
+    Ok(Json(Health {
+        status: "ready".to_owned(),
+    }))
 }
 
 /// Which backend did not answer a [`probe`], and what it said.

@@ -52,7 +52,7 @@ pub(super) async fn audit_embedded(
         })?;
     let payments = match &payments {
         PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
-        PaymentsSettings::Stripe(c) => stripe(c)?,
+        PaymentsSettings::Stripe(c) => stripe(c)?.0,
     };
     tracing::info!(
         store = %settings.store_path.display(),
@@ -77,7 +77,7 @@ pub(super) async fn audit_aws(
     let (workflow, store) = connect_aws(settings).await?;
     Ok(Sources {
         ports: Ports {
-            payments: aws_payments(&store, &payments)?,
+            payments: aws_payments(&store, &payments)?.0,
             ..store.ports()
         },
         executions: Arc::new(WorkflowExecutions::new(Arc::new(workflow))),

@@ -22,8 +22,39 @@ pub(super) fn payments(settings: &BackendSettings) -> Result<PaymentsSettings, S
     }
 }
 
-pub(super) fn stripe(config: &StripeConfig) -> Result<Arc<dyn PaymentGateway>, StartupError> {
-    Ok(Arc::new(StripePayments::new(config.clone())?))
+/// The Stripe gateway, and its count of answers that refused the service's key or URL.
+pub(super) fn stripe(
+    config: &StripeConfig,
+) -> Result<(Arc<dyn PaymentGateway>, SampledMetric), StartupError> {
+    let gateway = StripePayments::new(config.clone())?;
+    let health = gateway.health_counts();
+    let metric = SampledMetric {
+        kind: SampledKind::Counter,
+        name: "payment_provider_misconfigured_answers",
+        help: "Payment provider answers that refused this service's key or URL (401, 403, not \
+               Stripe's API): the operator's to fix; /readyz fails while the last one did",
+        read: Box::new(move || health.misconfigured_answers()),
+    };
+    Ok((Arc::new(gateway), metric))
+}
+
+/// Asks the payment provider once, changing nothing, whether it takes the service's key and
+/// URL: a start with settings it refuses is refused; a provider that does not answer now only
+/// delays charges, which are retried, so that start goes on with a warning.
+pub(super) async fn check_payments(payments: &PaymentsSettings) -> Result<(), StartupError> {
+    let PaymentsSettings::Stripe(config) = payments else {
+        return Ok(());
+    };
+    match StripePayments::new(config.clone())?.check().await {
+        Ok(()) => Ok(()),
+        Err(GatewayError::Misconfigured(why)) => Err(StartupError::Config(format!(
+            "the payment provider refuses this service's settings: {why}"
+        ))),
+        Err(e) => {
+            tracing::warn!(error = %e, "the payment provider did not answer the start-up check; charges are retried until it does");
+            Ok(())
+        }
+    }
 }
 
 /// Opens the store's SQLite file with `open` (read-write for `serve`, read-only for the audit)
@@ -107,14 +138,16 @@ pub(super) async fn open_embedded(
         }
     };
     let mut ports = store.ports();
-    if let Some(gateway) = gateway {
+    let mut sampled = embedded_counters(&engine, &store);
+    if let Some((gateway, metric)) = gateway {
         ports.payments = gateway;
+        sampled.push(metric);
     }
     Ok(Opened {
         ports,
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
-        sampled: embedded_counters(&engine, &store),
+        sampled,
         engine: Some(engine),
         unstarted: Some(unstarted),
         keys: Arc::new(store),
@@ -223,10 +256,10 @@ pub(super) async fn connect_aws(
 pub(super) fn aws_payments(
     store: &DynamoStore,
     payments: &PaymentsSettings,
-) -> Result<Arc<dyn PaymentGateway>, StartupError> {
+) -> Result<(Arc<dyn PaymentGateway>, Vec<SampledMetric>), StartupError> {
     match payments {
-        PaymentsSettings::Sandbox => Ok(Arc::new(store.payments())),
-        PaymentsSettings::Stripe(c) => stripe(c),
+        PaymentsSettings::Sandbox => Ok((Arc::new(store.payments()), Vec::new())),
+        PaymentsSettings::Stripe(c) => stripe(c).map(|(gateway, metric)| (gateway, vec![metric])),
     }
 }
 
@@ -236,8 +269,9 @@ pub(super) async fn open_aws(
     payments: PaymentsSettings,
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
+    let (payments, sampled) = aws_payments(&store, &payments)?;
     let ports = Ports {
-        payments: aws_payments(&store, &payments)?,
+        payments,
         ..store.ports()
     };
     Ok(Opened {
@@ -245,7 +279,7 @@ pub(super) async fn open_aws(
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
         engine: None,
-        sampled: Vec::new(),
+        sampled,
         unstarted: None,
         keys: Arc::new(store),
     })

@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
-use store::{KeyRepository, OrderId, PaymentGateway, Ports, Role, SqliteStore, StoreError};
+use store::{
+    GatewayError, KeyRepository, OrderId, PaymentGateway, Ports, Role, SqliteStore, StoreError,
+};
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
@@ -367,6 +369,7 @@ mod tests {
                         base_url: "https://api.stripe.com".to_owned(),
                         secret_key: store::stripe::SecretKey::new(""),
                         timeout: Duration::from_secs(5),
+                        key_prefix: String::new(),
                     })),
                     ..base.clone()
                 },

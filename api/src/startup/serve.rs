@@ -155,6 +155,8 @@ impl Service {
                     .to_owned(),
             ));
         }
+        // Before anything is opened or created: a refused key stops the start cleanly.
+        check_payments(&payments).await?;
         // The address first: a start that cannot serve (a busy port) creates nothing on disk.
         let (listener, local_addr) = bind(settings.listen).await?;
         let opened = match settings.backend.kind {

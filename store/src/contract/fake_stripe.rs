@@ -17,6 +17,10 @@ use std::time::Duration;
 
 /// Stripe's test card that is always declined.
 pub const PM_DECLINED: &str = "pm_card_chargeDeclined";
+/// Stripe's test card that always asks for 3-D Secure: the intent ends `requires_action`.
+pub const PM_AUTHENTICATION: &str = "pm_card_authenticationRequired";
+/// Stripe's smallest charge in USD, in cents: less is a 400 `amount_too_small`.
+pub const MIN_AMOUNT_CENTS: u64 = 50;
 pub const SECRET_KEY: &str = "sk_test_fake_0123456789abcdef";
 
 /// One request as the server received it.
@@ -60,6 +64,7 @@ struct Ledger {
     fail_next: usize,
     delay: Option<Duration>,
     search_lags: bool,
+    key_revoked: bool,
 }
 
 type Shared = Arc<Mutex<Ledger>>;
@@ -79,6 +84,7 @@ impl FakeStripe {
             .route("/v1/payment_intents/search", get(search_intents))
             .route("/v1/payment_intents/{id}", get(retrieve_intent))
             .route("/v1/refunds", post(create_refund).get(list_refunds))
+            .route("/v1/balance", get(balance))
             .route("/v1/{*rest}", get(not_found).post(not_found))
             .with_state(ledger.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -112,6 +118,11 @@ impl FakeStripe {
     /// behind) does right after a charge; retrieving an intent by id still finds it.
     pub fn search_lags(&self, lagging: bool) {
         self.ledger().search_lags = lagging;
+    }
+
+    /// While on, the service's key is refused as Stripe refuses a rolled or deleted one (401).
+    pub fn revoke_key(&self, revoked: bool) {
+        self.ledger().key_revoked = revoked;
     }
 
     /// Succeeded payment intents of the order: the money actually taken.
@@ -171,7 +182,7 @@ fn admit(
         return Err((s, b));
     }
     let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
-    if auth != Some(&format!("Bearer {SECRET_KEY}")) {
+    if l.key_revoked || auth != Some(&format!("Bearer {SECRET_KEY}")) {
         // Worse than Stripe, which masks most of it: quotes the key it got in full.
         let (s, b) = error(
             StatusCode::UNAUTHORIZED,
@@ -274,6 +285,14 @@ async fn create_intent(
                 "amount, currency and payment_method are required",
             );
         };
+        if amount < MIN_AMOUNT_CENTS {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("amount_too_small"),
+                "Amount must be at least $0.50 usd",
+            );
+        }
         if p.get("confirm").map(String::as_str) != Some("true") {
             return error(
                 StatusCode::BAD_REQUEST,
@@ -298,7 +317,13 @@ async fn create_intent(
             "amount": amount,
             "currency": currency,
             "payment_method": method,
-            "status": if declined { "requires_payment_method" } else { "succeeded" },
+            "status": if declined {
+                "requires_payment_method"
+            } else if method == PM_AUTHENTICATION {
+                "requires_action"
+            } else {
+                "succeeded"
+            },
             "created": now(),
             "latest_charge": format!("ch_fake{}", l.next_id),
             "metadata": metadata,
@@ -388,13 +413,18 @@ async fn search_intents(
         Ok(delay) => delay,
         Err((status, body)) => return (status, Json(body)).into_response(),
     };
-    // The one query the gateway makes: metadata['order_id']:'<id>'.
-    let order = query.get("query").and_then(|q| {
-        q.strip_prefix("metadata['order_id']:'")?
-            .strip_suffix('\'')
-            .map(str::to_owned)
+    // The queries the gateway makes: metadata['order_id']:'<id>', and with a key prefix
+    // `… AND metadata['key_prefix']:'<prefix>'`.
+    let clauses: Option<Vec<(String, String)>> = query.get("query").map(|q| {
+        q.split(" AND ")
+            .filter_map(|clause| {
+                let (field, value) = clause.split_once(":'")?;
+                let field = field.strip_prefix("metadata['")?.strip_suffix("']")?;
+                Some((field.to_owned(), value.strip_suffix('\'')?.to_owned()))
+            })
+            .collect()
     });
-    let Some(order) = order else {
+    let Some(clauses) = clauses.filter(|c| c.iter().any(|(f, _)| f == "order_id")) else {
         let (s, b) = error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
@@ -410,7 +440,11 @@ async fn search_intents(
             .iter()
             .rev()
             .filter(|_| !l.search_lags)
-            .filter(|i| i["metadata"]["order_id"] == order.as_str())
+            .filter(|i| {
+                clauses
+                    .iter()
+                    .all(|(field, value)| i["metadata"][field.as_str()] == value.as_str())
+            })
             .cloned()
             .collect()
     };
@@ -526,6 +560,15 @@ async fn list_refunds(
         Ok(body) => answer(delay, StatusCode::OK, body, false).await,
         Err((status, body)) => answer(delay, status, body, false).await,
     }
+}
+
+async fn balance(State(ledger): State<Shared>, headers: HeaderMap) -> Response {
+    let delay = match admit(&ledger, Method::GET, "/v1/balance", &headers, &[]) {
+        Ok(delay) => delay,
+        Err((status, body)) => return (status, Json(body)).into_response(),
+    };
+    let body = json!({"object": "balance", "available": [], "pending": [], "livemode": false});
+    answer(delay, StatusCode::OK, body, false).await
 }
 
 async fn not_found(Path(rest): Path<String>) -> impl IntoResponse {

@@ -177,8 +177,9 @@ pub async fn refund_by_a_charge_id_not_the_orders_is_refused(payments: &dyn Paym
             .refund(&id, Some(charge_id), &id.refund_key())
             .await
             .expect_err("not the order's charge");
+        // Refused, finally (a provider may call an id it never made an invalid request).
         assert!(
-            matches!(err, GatewayError::Rejected(_)),
+            matches!(err, GatewayError::Rejected(_) | GatewayError::Invalid(_)),
             "{charge_id}: {err:?}"
         );
         assert!(!err.is_transient(), "a retry cannot make it the order's");

@@ -14,6 +14,8 @@ use crate::error::GatewayError;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Stripe's API, for [`StripeConfig::base_url`].
@@ -52,6 +54,12 @@ pub struct StripeConfig {
     pub secret_key: SecretKey,
     /// For a whole call (connect, send, answer); a call that takes longer is `Unavailable`.
     pub timeout: Duration,
+    /// Put before every idempotency key sent and written on every object made (as
+    /// `metadata[key_prefix]`), and required of every object found or listed, so that two
+    /// services on one Stripe account never share a key nor refund each other's payments.
+    /// Empty: the keys are the saga's own (`charge:{order}`), as before the setting existed;
+    /// changing it while orders run would let a retried charge go under a new key.
+    pub key_prefix: String,
 }
 
 /// The gateway could not be built from its settings.
@@ -63,6 +71,8 @@ pub enum StripeConfigError {
     NoTls(String),
     #[error("payment provider HTTP client: {0}")]
     Client(String),
+    #[error("idempotency key prefix {0:?}: at most 64 letters, digits and '-', '_', ':', '.'")]
+    KeyPrefix(String),
 }
 
 /// Stripe's error body: `{"error": {"type": …, "code": …, "message": …}}`.
@@ -77,6 +87,9 @@ struct ApiError {
     kind: String,
     #[serde(default)]
     code: Option<String>,
+    /// A card decline's reason (`insufficient_funds`, `do_not_honor`, …).
+    #[serde(default)]
+    decline_code: Option<String>,
     #[serde(default)]
     message: Option<String>,
 }
@@ -93,6 +106,54 @@ struct Client {
     http: reqwest::Client,
     base_url: String,
     secret_key: SecretKey,
+    key_prefix: String,
+    health: Arc<ProviderHealth>,
+}
+
+/// What the provider's answers say about our settings: whether the last one refused our key
+/// or URL (`/readyz` fails while it does) and how many have, for `/metrics`. Shared by every
+/// clone of the gateway.
+#[derive(Debug, Default)]
+pub struct ProviderHealth {
+    fault: Mutex<Option<String>>,
+    misconfigured: AtomicU64,
+}
+
+impl ProviderHealth {
+    /// Why the provider's last answer was the operator's fault, while it is.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Answers that refused our key or URL, since start.
+    pub fn misconfigured_answers(&self) -> u64 {
+        self.misconfigured.load(Ordering::Relaxed)
+    }
+
+    /// Notes an answer: any answer but `Misconfigured` and `Unavailable` (which may never have
+    /// reached the provider) shows the key and the URL work. Logs each change once.
+    fn note<T>(&self, result: &Result<T, GatewayError>) {
+        let mut fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Err(GatewayError::Misconfigured(why)) => {
+                self.misconfigured.fetch_add(1, Ordering::Relaxed);
+                if fault.is_none() {
+                    tracing::error!(
+                        reason = %why,
+                        "payment provider refuses this service's settings: charges and refunds \
+                         are retried (no order is cancelled for it) until an operator fixes them"
+                    );
+                }
+                *fault = Some(why.clone());
+            }
+            Err(GatewayError::Unavailable(_)) => {}
+            _ => {
+                if fault.take().is_some() {
+                    tracing::info!("payment provider accepts this service's settings again");
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Debug for Client {
@@ -100,6 +161,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("base_url", &self.base_url)
             .field("secret_key", &self.secret_key)
+            .field("key_prefix", &self.key_prefix)
             .finish()
     }
 }
@@ -119,10 +181,20 @@ impl Client {
             .connect_timeout(config.timeout)
             .build()
             .map_err(|e| StripeConfigError::Client(e.to_string()))?;
+        if !config
+            .key_prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_:.".contains(&b))
+            || config.key_prefix.len() > 64
+        {
+            return Err(StripeConfigError::KeyPrefix(config.key_prefix));
+        }
         Ok(Client {
             http,
             base_url,
             secret_key: config.secret_key,
+            key_prefix: config.key_prefix,
+            health: Arc::default(),
         })
     }
 
@@ -138,12 +210,52 @@ impl Client {
             .post(format!("{}{path}", self.base_url))
             .bearer_auth(self.secret_key.expose())
             .header("Stripe-Version", STRIPE_VERSION)
-            .header("Idempotency-Key", idempotency_key)
+            .header(
+                "Idempotency-Key",
+                format!("{}{idempotency_key}", self.key_prefix),
+            )
+    }
+
+    /// Whether an object's metadata says this service made it: its `key_prefix` is ours
+    /// (absent for the empty prefix).
+    fn is_ours(&self, metadata: &std::collections::HashMap<String, String>) -> bool {
+        metadata.get("key_prefix").map(String::as_str).unwrap_or("") == self.key_prefix
+    }
+
+    /// `metadata[key_prefix]` for the objects this service makes, when it has a prefix.
+    fn prefix_metadata(&self) -> Option<(&'static str, &str)> {
+        (!self.key_prefix.is_empty()).then_some(("metadata[key_prefix]", self.key_prefix.as_str()))
+    }
+
+    /// A call that checks the key and the URL and changes nothing (`GET /v1/balance`): the
+    /// start-up check and readiness's probe.
+    async fn check(&self) -> Result<(), GatewayError> {
+        match self
+            .send::<serde_json::Value>(self.get("/v1/balance"))
+            .await?
+        {
+            Answer::Ok { .. } => Ok(()),
+            Answer::Failed { status, error } => Err(self.classify(status, &error)),
+        }
     }
 
     /// Sends the request and reads the answer. No answer in time, a broken connection or an
     /// unreadable 2xx is `Unavailable`: the outcome is unknown, a retry with the same key is safe.
     async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Answer<T>, GatewayError> {
+        let answer = self.exchange(request).await;
+        match &answer {
+            Ok(Answer::Failed { status, error }) => {
+                self.health.note::<()>(&Err(self.classify(*status, error)))
+            }
+            other => self.health.note(other),
+        }
+        answer
+    }
+
+    async fn exchange<T: serde::de::DeserializeOwned>(
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<Answer<T>, GatewayError> {
@@ -160,6 +272,8 @@ impl Client {
             })?;
             return Ok(Answer::Ok { body, replayed });
         }
+        // No Stripe error body: whatever answered is not Stripe's API (a wrong URL, a proxy's
+        // page); `classify` tells that from Stripe's own refusals by the empty `type`.
         let error = serde_json::from_slice::<ErrorBody>(&bytes)
             .map(|b| b.error)
             .unwrap_or_default();
@@ -187,19 +301,53 @@ impl Client {
         }
     }
 
-    /// Stripe's error as the port's: declines and other refusals are final, a key used with
-    /// other parameters is `KeyReused`, overload and server errors are transient.
+    /// Stripe's error as the port's, by its error `type` (Stripe's API reference, "Errors"):
+    /// - `card_error` (402) is the customer's bank saying no: `Rejected`, with the decline code;
+    /// - 401 and 403 (a revoked or restricted key), and any error answer that is not Stripe's
+    ///   (no Stripe error body: a wrong URL, a proxy's page) are the operator's:
+    ///   `Misconfigured`, retried until fixed, never a decline;
+    /// - 409 (another request with this key still runs), 429 and 5xx are `Unavailable`;
+    /// - `idempotency_error` is `KeyReused`;
+    /// - any other `invalid_request_error` (an amount under the minimum, an unknown object) is
+    ///   `Invalid`: final, and not a decline.
     fn classify(&self, status: StatusCode, error: &ApiError) -> GatewayError {
         let message = self.redact(&format!(
             "{status}: {}",
             error.message.as_deref().unwrap_or("no message")
         ));
         match status.as_u16() {
-            // 409: another request with this key is still running; its outcome is unknown.
             409 | 429 | 500..=599 => GatewayError::Unavailable(message),
-            400 if error.kind == "idempotency_error" => GatewayError::KeyReused(message),
-            // 402 is a decline (`card_error`); the rest are refusals a retry cannot change.
-            _ => GatewayError::Rejected(message),
+            401 | 403 => GatewayError::Misconfigured(format!(
+                "the payment provider refused the API key ({message}); check --stripe-key"
+            )),
+            404 if error
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("Unrecognized request URL")) =>
+            {
+                GatewayError::Misconfigured(format!(
+                    "{} has no such Stripe endpoint ({message}); check --stripe-url",
+                    self.base_url
+                ))
+            }
+            _ if error.kind.is_empty() => GatewayError::Misconfigured(format!(
+                "{} does not answer as Stripe's API does ({status}, no Stripe error); check \
+                 --stripe-url",
+                self.base_url
+            )),
+            _ if error.kind == "card_error" => {
+                let reason = error
+                    .decline_code
+                    .as_deref()
+                    .or(error.code.as_deref())
+                    .unwrap_or("declined");
+                GatewayError::Rejected(format!("{reason}: {message}"))
+            }
+            _ if error.kind == "idempotency_error" => GatewayError::KeyReused(message),
+            _ => GatewayError::Invalid(match &error.code {
+                Some(code) => format!("{code}: {message}"),
+                None => message,
+            }),
         }
     }
 }
@@ -213,6 +361,7 @@ mod tests {
             base_url: base_url.to_owned(),
             secret_key: SecretKey::new("sk_test_hush"),
             timeout: Duration::from_secs(1),
+            key_prefix: String::new(),
         }
     }
 
@@ -245,32 +394,56 @@ mod tests {
     }
 
     #[test]
-    fn statuses_classify_as_the_port_expects() {
+    fn answers_classify_by_stripe_error_type() {
         let client = Client::new(config("http://127.0.0.1:1")).expect("client");
-        let error = |kind: &str| ApiError {
+        let error = |kind: &str, code: Option<&str>| ApiError {
             kind: kind.to_owned(),
-            code: None,
+            code: code.map(str::to_owned),
+            decline_code: None,
             message: Some("the key sk_test_hush".to_owned()),
         };
-        let at = |status: u16, kind: &str| {
-            client.classify(StatusCode::from_u16(status).unwrap(), &error(kind))
+        let at = |status: u16, kind: &str, code: Option<&str>| {
+            client.classify(StatusCode::from_u16(status).unwrap(), &error(kind, code))
         };
-        assert!(matches!(at(402, "card_error"), GatewayError::Rejected(_)));
         assert!(matches!(
-            at(400, "idempotency_error"),
+            at(402, "card_error", Some("card_declined")),
+            GatewayError::Rejected(ref m) if m.starts_with("card_declined")
+        ));
+        assert!(matches!(
+            at(400, "idempotency_error", None),
             GatewayError::KeyReused(_)
         ));
+        // An amount under Stripe's minimum: final, but no decline.
         assert!(matches!(
-            at(400, "invalid_request_error"),
-            GatewayError::Rejected(_)
+            at(400, "invalid_request_error", Some("amount_too_small")),
+            GatewayError::Invalid(ref m) if m.starts_with("amount_too_small")
+        ));
+        assert!(matches!(
+            at(404, "invalid_request_error", Some("resource_missing")),
+            GatewayError::Invalid(_)
+        ));
+        for status in [401, 403] {
+            let e = at(status, "invalid_request_error", None);
+            assert!(matches!(e, GatewayError::Misconfigured(_)), "{status}");
+            assert!(e.is_transient(), "{status}");
+            assert!(!e.to_string().contains("hush"), "{e}");
+        }
+        // A wrong URL: whatever answers is no Stripe, or Stripe knows no such endpoint.
+        assert!(matches!(at(404, "", None), GatewayError::Misconfigured(_)));
+        let unrecognized = ApiError {
+            kind: "invalid_request_error".to_owned(),
+            message: Some("Unrecognized request URL (POST: /v2/payment_intents)".to_owned()),
+            ..ApiError::default()
+        };
+        assert!(matches!(
+            client.classify(StatusCode::NOT_FOUND, &unrecognized),
+            GatewayError::Misconfigured(_)
         ));
         for status in [409, 429, 500, 502, 503] {
-            assert!(at(status, "api_error").is_transient(), "{status}");
+            assert!(
+                matches!(at(status, "api_error", None), GatewayError::Unavailable(_)),
+                "{status}"
+            );
         }
-        assert!(
-            !at(401, "invalid_request_error")
-                .to_string()
-                .contains("hush")
-        );
     }
 }

@@ -12,7 +12,7 @@
 //! charge that lands after the refund found nothing is refunded by a later refund (the
 //! contract's second branch).
 
-use super::{Answer, Client, StripeConfig, StripeConfigError};
+use super::{Answer, Client, ProviderHealth, StripeConfig, StripeConfigError};
 use crate::domain::{Charge, OrderId, Refund};
 use crate::error::GatewayError;
 use crate::ports::{ChargeRequest, Page, PaymentGateway, Refunded};
@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The Stripe-compatible payment gateway.
 #[derive(Debug, Clone)]
@@ -32,6 +33,11 @@ impl StripePayments {
         Ok(StripePayments {
             client: Client::new(config)?,
         })
+    }
+
+    /// What the provider's answers say about the service's key and URL (for `/metrics`).
+    pub fn health_counts(&self) -> Arc<ProviderHealth> {
+        self.client.health.clone()
     }
 }
 
@@ -172,7 +178,7 @@ impl StripePayments {
             Answer::Failed { status, error } => return Err(self.client.classify(status, &error)),
         };
         let owner = intent.metadata.get("order_id").map(String::as_str);
-        if owner != Some(order_id.as_str()) {
+        if owner != Some(order_id.as_str()) || !self.client.is_ours(&intent.metadata) {
             return Err(GatewayError::Rejected(format!(
                 "payment {} is not order {order_id}'s (its order: {})",
                 intent.id,
@@ -238,10 +244,26 @@ impl StripePayments {
 
 #[async_trait]
 impl PaymentGateway for StripePayments {
+    async fn check(&self) -> Result<(), GatewayError> {
+        self.client.check().await
+    }
+
+    /// Healthy unless the last answer refused the key or the URL; then asks again, so a fixed
+    /// setting (a proxy, a key restored) shows at once.
+    async fn health(&self) -> Result<(), GatewayError> {
+        if self.client.health.fault().is_none() {
+            return Ok(());
+        }
+        match self.client.check().await {
+            Err(e @ GatewayError::Misconfigured(_)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError> {
         let amount = request.amount_cents.to_string();
         let currency = request.currency.to_ascii_lowercase();
-        let form = [
+        let mut form = vec![
             ("amount", amount.as_str()),
             ("currency", currency.as_str()),
             ("payment_method", request.payment_method.as_str()),
@@ -255,6 +277,7 @@ impl PaymentGateway for StripePayments {
                 request.idempotency_key.as_str(),
             ),
         ];
+        form.extend(self.client.prefix_metadata());
         let call = self
             .client
             .post("/v1/payment_intents", &request.idempotency_key)
@@ -272,8 +295,21 @@ impl PaymentGateway for StripePayments {
                 "payment {} is still processing",
                 intent.id
             ))),
-            other => Err(GatewayError::Rejected(format!(
-                "payment {} ended {other}",
+            // 3-D Secure or another step the customer must take: the saga has no customer to
+            // send to it, so this payment method cannot pay this order.
+            "requires_action" => Err(GatewayError::Rejected(format!(
+                "authentication_required: payment {} needs the customer to authenticate, which \
+                 an order placed by a system cannot do",
+                intent.id
+            ))),
+            "requires_payment_method" => Err(GatewayError::Rejected(format!(
+                "declined: payment {} needs another payment method",
+                intent.id
+            ))),
+            // Capture-later or unconfirmed intents: this account's settings do not fit the
+            // one-call charge; no retry changes that.
+            other => Err(GatewayError::Invalid(format!(
+                "payment {} ended {other}, not succeeded",
                 intent.id
             ))),
         }
@@ -283,7 +319,11 @@ impl PaymentGateway for StripePayments {
     /// succeeded; a refunded intent stays `succeeded`).
     async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError> {
         // Order ids are letters, digits, '-' and '_': nothing to escape in the quoted value.
-        let query = format!("metadata['order_id']:'{order_id}'");
+        let mut query = format!("metadata['order_id']:'{order_id}'");
+        if let Some((_, prefix)) = self.client.prefix_metadata() {
+            // Prefixes are letters, digits and `-_:.`: nothing to escape either.
+            query.push_str(&format!(" AND metadata['key_prefix']:'{prefix}'"));
+        }
         let request = self
             .client
             .get("/v1/payment_intents/search")
@@ -292,7 +332,7 @@ impl PaymentGateway for StripePayments {
             Answer::Ok { body, .. } => body
                 .data
                 .into_iter()
-                .filter(|i| i.status == "succeeded")
+                .filter(|i| i.status == "succeeded" && self.client.is_ours(&i.metadata))
                 .min_by_key(|i| i.created)
                 .map(|i| i.into_charge(order_id))
                 .transpose(),
@@ -318,11 +358,12 @@ impl PaymentGateway for StripePayments {
         let Some(charge) = charge else {
             return Ok(Refunded::NothingCharged);
         };
-        let form = [
+        let mut form = vec![
             ("payment_intent", charge.charge_id.as_str()),
             ("metadata[order_id]", order_id.as_str()),
             ("metadata[idempotency_key]", idempotency_key),
         ];
+        form.extend(self.client.prefix_metadata());
         let call = self.client.post("/v1/refunds", idempotency_key).form(&form);
         match self.client.send::<StripeRefund>(call).await? {
             Answer::Ok { body, replayed } => {
@@ -357,7 +398,7 @@ impl PaymentGateway for StripePayments {
             .await?;
         let mut items = Vec::new();
         for intent in intents {
-            if intent.status != "succeeded" {
+            if intent.status != "succeeded" || !self.client.is_ours(&intent.metadata) {
                 continue;
             }
             if let Some(order_id) = order_of(&intent.metadata) {
@@ -379,7 +420,10 @@ impl PaymentGateway for StripePayments {
             .list::<StripeRefund>("/v1/refunds", after, limit)
             .await?;
         let mut items = Vec::new();
-        for refund in refunds.into_iter().filter(StripeRefund::counts) {
+        for refund in refunds
+            .into_iter()
+            .filter(|r| r.counts() && self.client.is_ours(&r.metadata))
+        {
             let (Some(order_id), Some(intent)) =
                 (order_of(&refund.metadata), refund.payment_intent.clone())
             else {

@@ -15,6 +15,12 @@ pub enum ErrorName {
     PaymentUnavailable,
     /// The charge's idempotency key was used with another amount: never a second charge.
     PaymentKeyReused,
+    /// The payment provider refused the request as one no retry can fix (an amount under its
+    /// minimum, an account setting the charge does not fit): final, and not a decline.
+    PaymentInvalid,
+    /// A provider refused this service's credentials or URL: the operator's fault, retried
+    /// patiently (for days) by its own retrier, never a reason to cancel an order.
+    ProviderMisconfigured,
     /// The carrier refused the shipment (e.g. an undeliverable address).
     ShipmentRejected,
     /// The carrier did not answer; the shipment is retried (one per order).
@@ -30,11 +36,13 @@ pub enum ErrorName {
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 10] = [
+    pub const ALL: [ErrorName; 12] = [
         ErrorName::InventoryOutOfStock,
         ErrorName::PaymentDeclined,
         ErrorName::PaymentUnavailable,
         ErrorName::PaymentKeyReused,
+        ErrorName::PaymentInvalid,
+        ErrorName::ProviderMisconfigured,
         ErrorName::ShipmentRejected,
         ErrorName::ShipmentUnavailable,
         ErrorName::OrderRejected,
@@ -49,6 +57,8 @@ impl ErrorName {
             ErrorName::PaymentDeclined => "Payment.Declined",
             ErrorName::PaymentUnavailable => "Payment.Unavailable",
             ErrorName::PaymentKeyReused => "Payment.IdempotencyKeyReused",
+            ErrorName::PaymentInvalid => "Payment.Invalid",
+            ErrorName::ProviderMisconfigured => "Provider.Misconfigured",
             ErrorName::ShipmentRejected => "Shipment.Rejected",
             ErrorName::ShipmentUnavailable => "Shipment.Unavailable",
             ErrorName::OrderRejected => "Order.Rejected",
@@ -65,6 +75,7 @@ impl ErrorName {
             ErrorName::PaymentUnavailable
                 | ErrorName::ShipmentUnavailable
                 | ErrorName::StoreUnavailable
+                | ErrorName::ProviderMisconfigured
         )
     }
 }
@@ -92,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn only_unavailability_is_transient() {
+    fn only_unavailability_and_misconfiguration_are_transient() {
         let transient: Vec<_> = ErrorName::ALL
             .iter()
             .filter(|e| e.is_transient())
@@ -102,6 +113,7 @@ mod tests {
             transient,
             [
                 "Payment.Unavailable",
+                "Provider.Misconfigured",
                 "Shipment.Unavailable",
                 "Store.Unavailable"
             ]

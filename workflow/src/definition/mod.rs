@@ -232,4 +232,46 @@ mod tests {
             }
         }
     }
+
+    /// A revoked key or a wrong URL must not cancel orders: every step that calls a provider
+    /// retries `Provider.Misconfigured` with its own retrier, patiently enough for an operator
+    /// to notice (`/readyz`, the metric) and fix it: days, not minutes.
+    #[test]
+    fn a_misconfigured_provider_is_retried_for_days_where_a_provider_is_called() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let name = ErrorName::ProviderMisconfigured.as_str();
+        for state in [
+            "ChargePayment",
+            "CreateShipment",
+            "RefundPayment",
+            "ReleaseInventory",
+        ] {
+            let retriers = def["States"][state]["Retry"].as_array().unwrap();
+            let first_match = retriers
+                .iter()
+                .find(|r| {
+                    r["ErrorEquals"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|e| e == name || e == "States.ALL")
+                })
+                .unwrap_or_else(|| panic!("{state} does not retry {name}"));
+            assert_eq!(
+                first_match["ErrorEquals"],
+                serde_json::json!([name]),
+                "{state}"
+            );
+            // With full jitter a wait averages half its cap: count that.
+            let attempts = first_match["MaxAttempts"].as_f64().unwrap();
+            let cap = first_match["MaxDelaySeconds"].as_f64().unwrap();
+            let days = attempts * cap / 2.0 / 86_400.0;
+            assert!(
+                days >= 3.0,
+                "{state} gives up on {name} after {days:.1} days"
+            );
+            // Each attempt adds a few history events; AWS ends an execution at 25,000.
+            assert!(attempts * 4.0 < 25_000.0, "{state}: {attempts} attempts");
+        }
+    }
 }

@@ -3,12 +3,21 @@
 //! saga already compensating the order (a stale worker's) charges nothing: a charge made then
 //! would come after the refund that was to undo it.
 
-use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
+use super::{
+    OrderInput, ProviderErrors, attempt, failed, gateway_failed, load_order, store_failed,
+};
 use crate::ErrorName;
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use store::{ChargeRequest, GatewayError, OrderStatus, Ports};
+use store::{ChargeRequest, OrderStatus, Ports};
+
+/// The payment provider's failures as the definition names them.
+pub const PAYMENT_ERRORS: ProviderErrors = ProviderErrors {
+    rejected: ErrorName::PaymentDeclined,
+    unavailable: ErrorName::PaymentUnavailable,
+    invalid: ErrorName::PaymentInvalid,
+};
 
 pub struct ChargePayment {
     pub ports: Ports,
@@ -34,16 +43,7 @@ impl Step for ChargePayment {
         };
         let charge = match self.ports.payments.charge(&request).await {
             Ok(charge) => charge,
-            Err(GatewayError::Rejected(reason)) => {
-                return failed(ErrorName::PaymentDeclined, reason);
-            }
-            Err(GatewayError::Unavailable(reason)) => {
-                return failed(ErrorName::PaymentUnavailable, reason);
-            }
-            Err(GatewayError::KeyReused(reason)) => {
-                return failed(ErrorName::PaymentKeyReused, reason);
-            }
-            Err(e @ GatewayError::Store(_)) => return gateway_store_failed(&e),
+            Err(e) => return gateway_failed(e, PAYMENT_ERRORS),
         };
         // Recorded before success is reported (a retry that replays the charge records it too),
         // so the refund goes by the id instead of a lookup the provider may answer late, and the

@@ -77,11 +77,27 @@ pub fn store_failed(e: &StoreError) -> StepOutcome {
     failed(name, e.to_string())
 }
 
-/// A gateway failure that is not specific to the step (store trouble behind a sandbox gateway).
-pub fn gateway_store_failed(e: &GatewayError) -> StepOutcome {
+/// A provider's names for its own failures, for [`gateway_failed`].
+pub struct ProviderErrors {
+    /// Its final "no" (a decline, an undeliverable address).
+    pub rejected: ErrorName,
+    /// It did not answer, or answered that it is overloaded.
+    pub unavailable: ErrorName,
+    /// A request no retry can fix that is not a "no" of the customer's.
+    pub invalid: ErrorName,
+}
+
+/// A gateway's failure as the step's outcome: the provider's own names for its refusals, the
+/// shared ones for a reused key, the operator's misconfiguration and store trouble (behind a
+/// sandbox gateway).
+pub fn gateway_failed(e: GatewayError, names: ProviderErrors) -> StepOutcome {
     match e {
-        GatewayError::Store(s) => store_failed(s),
-        other => failed(ErrorName::StepFailed, other.to_string()),
+        GatewayError::Rejected(reason) => failed(names.rejected, reason),
+        GatewayError::Unavailable(reason) => failed(names.unavailable, reason),
+        GatewayError::Invalid(reason) => failed(names.invalid, reason),
+        GatewayError::KeyReused(reason) => failed(ErrorName::PaymentKeyReused, reason),
+        GatewayError::Misconfigured(reason) => failed(ErrorName::ProviderMisconfigured, reason),
+        GatewayError::Store(s) => store_failed(&s),
     }
 }
 

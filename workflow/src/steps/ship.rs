@@ -1,12 +1,22 @@
 //! CreateShipment: one shipment per order; its stock leaves the warehouse and the order is done.
 
 use super::reserve::lines_of;
-use super::{OrderInput, attempt, failed, gateway_store_failed, load_order, store_failed};
+use super::{
+    OrderInput, ProviderErrors, attempt, failed, gateway_failed, load_order, store_failed,
+};
 use crate::ErrorName;
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use store::{GatewayError, OrderStatus, Ports, ShipmentRequest};
+use store::{OrderStatus, Ports, ShipmentRequest};
+
+/// The carrier's failures as the definition names them: a request it cannot serve is a
+/// rejected shipment.
+pub const SHIPPING_ERRORS: ProviderErrors = ProviderErrors {
+    rejected: ErrorName::ShipmentRejected,
+    unavailable: ErrorName::ShipmentUnavailable,
+    invalid: ErrorName::ShipmentRejected,
+};
 
 pub struct CreateShipment {
     pub ports: Ports,
@@ -32,13 +42,7 @@ impl Step for CreateShipment {
         };
         let shipment = match self.ports.shipping.create_shipment(&request).await {
             Ok(s) => s,
-            Err(GatewayError::Rejected(reason)) => {
-                return failed(ErrorName::ShipmentRejected, reason);
-            }
-            Err(GatewayError::Unavailable(reason)) => {
-                return failed(ErrorName::ShipmentUnavailable, reason);
-            }
-            Err(e) => return gateway_store_failed(&e),
+            Err(e) => return gateway_failed(e, SHIPPING_ERRORS),
         };
         if let Err(e) = self.ports.inventory.mark_shipped(&input.order_id).await {
             return store_failed(&e);
