@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::contract::fake_easypost::{API_KEY, FakeEasyPost};
 use store::contract::{address, gateways, line, moto, order_id, unique};
-use store::easypost::LabelBook;
+use store::easypost::{LabelBook, check_key};
 use store::{
     DynamoStore, EasyPostConfig, EasyPostShipping, GatewayError, OrderId, SecretKey,
     ShipmentRequest, ShippingGateway, SqliteStore, Voided,
@@ -251,13 +251,20 @@ mod scenarios {
             !text.contains(wrong),
             "the key it quoted is redacted: {text}"
         );
-        let check = shipping.check_key().await.expect_err("wrong key");
+        let check = check_key(&config(&fake, wrong))
+            .await
+            .expect_err("wrong key");
         assert!(matches!(&check, GatewayError::Rejected(m) if m.contains("API key")));
         assert!(!check.to_string().contains(wrong));
-        gateway(&fake, &book)
-            .check_key()
+        check_key(&config(&fake, API_KEY))
             .await
             .expect("the right key");
+        fake.fail_next(1, StatusCode::SERVICE_UNAVAILABLE);
+        let unsure = check_key(&config(&fake, API_KEY)).await;
+        assert!(
+            matches!(unsure, Err(GatewayError::Unavailable(_))),
+            "{unsure:?}"
+        );
     }
 
     pub async fn outages_and_rate_limits_are_unavailable_and_the_retry_buys_once(book: Book) {

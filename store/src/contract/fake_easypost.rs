@@ -168,6 +168,16 @@ impl FakeEasyPost {
         self.of_reference(reference, |s| !s["postage_label"].is_null())
     }
 
+    /// The tracking codes of the labels bought for this reference.
+    pub fn tracking_codes(&self, reference: &str) -> Vec<String> {
+        let books = self.books();
+        let of = |s: &&Value| s["reference"] == reference;
+        let codes = books.shipments.iter().filter(of);
+        codes
+            .filter_map(|s| s["tracking_code"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     /// Labels of this reference whose refund was asked (and not rejected).
     pub fn labels_refunded(&self, reference: &str) -> usize {
         self.of_reference(reference, |s| {

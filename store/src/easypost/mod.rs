@@ -69,6 +69,24 @@ pub fn parse_from_address(raw: &str) -> Result<Value, String> {
     Ok(value)
 }
 
+/// One cheap authenticated call (`GET /v2/shipments?page_size=1`), for start-up: `Rejected`
+/// when EasyPost refuses the key (401, 403), `Unavailable` when it cannot say.
+pub async fn check_key(config: &EasyPostConfig) -> Result<(), GatewayError> {
+    let client = Client::new(config).map_err(|e| GatewayError::Rejected(e.to_string()))?;
+    let request = client
+        .request(reqwest::Method::GET, "/shipments")
+        .query(&[("page_size", "1")]);
+    match client.send::<Value>(request).await {
+        Ok(_) => Ok(()),
+        Err(refused @ CallError::Refused { status, .. })
+            if matches!(status.as_u16(), 401 | 403) =>
+        {
+            Err(GatewayError::Rejected(client.classify(refused).to_string()))
+        }
+        Err(e) => Err(GatewayError::Unavailable(client.classify(e).to_string())),
+    }
+}
+
 /// The gateway could not be built from its settings.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EasyPostConfigError {

@@ -19,7 +19,7 @@
 //! found on the order's shipment is refunded: a label never recorded was never printed.
 
 use super::book::{LabelBook, LabelRecord, LabelStep};
-use super::{CallError, Client, EasyPostConfig, EasyPostConfigError};
+use super::{Client, EasyPostConfig, EasyPostConfigError};
 use crate::domain::{OrderId, Shipment};
 use crate::error::GatewayError;
 use crate::ports::{ShipmentRequest, ShippingGateway, Voided};
@@ -148,28 +148,6 @@ impl EasyPostShipping {
     /// much again for a slow send and clocks of replicas that differ a little.
     pub fn settle_time(&self) -> Duration {
         self.config.timeout + self.config.timeout / 2
-    }
-
-    /// One cheap authenticated call (`GET /v2/shipments?page_size=1`), for start-up: `Rejected`
-    /// when EasyPost refuses the key (401, 403), `Unavailable` when it cannot say.
-    pub async fn check_key(&self) -> Result<(), GatewayError> {
-        let request = self
-            .client
-            .request(Method::GET, "/shipments")
-            .query(&[("page_size", "1")]);
-        match self.client.send::<Value>(request).await {
-            Ok(_) => Ok(()),
-            Err(CallError::Refused { status, error }) if matches!(status.as_u16(), 401 | 403) => {
-                match self.client.classify(CallError::Refused { status, error }) {
-                    GatewayError::Unavailable(m) => Err(GatewayError::Rejected(m)),
-                    other => Err(other),
-                }
-            }
-            Err(e) => Err(match self.client.classify(e) {
-                GatewayError::Rejected(m) => GatewayError::Unavailable(m),
-                other => other,
-            }),
-        }
     }
 
     async fn retrieve(&self, shipment_id: &str) -> Result<EpShipment, GatewayError> {
