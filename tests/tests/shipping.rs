@@ -1,8 +1,10 @@
 //! Shipping for real: the binary with `--shipping easypost` against the fake EasyPost ships an
 //! order under the label's tracking number, and cancels (refunds, releases) an order whose
 //! address the carrier refuses. It refuses to start with a key EasyPost refuses, without a
-//! from-address, or with a live payment key and no carrier chosen by name.
+//! from-address, or with a live payment key and no carrier chosen by name. On the AWS backend
+//! two replicas share the label records in DynamoDB.
 
+use blackbox::aws::AwsStack;
 use blackbox::{Db, Server, TOKEN, order, serve_command};
 use reqwest::StatusCode;
 use std::process::{Command, Output};
@@ -121,4 +123,48 @@ async fn a_live_payment_key_needs_the_sandbox_carrier_said_by_name() {
         .await;
     assert_eq!(health.status, StatusCode::OK);
     server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ships_through_easypost_on_the_aws_backend_across_replicas() {
+    let stack = AwsStack::start().await;
+    let fake = FakeEasyPost::start().await;
+    fake.undeliverable("99501");
+    let args = [
+        "--shipping",
+        "easypost",
+        "--easypost-url",
+        &fake.base_url,
+        "--easypost-from-address",
+        "adr_warehouse",
+        "--easypost-key",
+        API_KEY,
+    ];
+    let (a, b) = (stack.replica(&args), stack.replica(&args));
+    a.stock("aws-ep-book", 3, 1_500).await;
+
+    let placed = a
+        .place(&order(
+            "aws-ep-ships",
+            "aws-ep-book",
+            1,
+            1_500,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let done = b.reaches("aws-ep-ships", "COMPLETED").await;
+    let tracking = fake.tracking_codes("aws-ep-ships");
+    assert_eq!(tracking.len(), 1, "one label");
+    assert_eq!(done["shipment"]["trackingNumber"], tracking[0].as_str());
+
+    let mut refused = order("aws-ep-refused", "aws-ep-book", 1, 1_500, "pm_card_visa");
+    refused["shippingAddress"]["postalCode"] = "99501".into();
+    assert_eq!(b.place(&refused).await.status, StatusCode::ACCEPTED);
+    let cancelled = a.reaches("aws-ep-refused", "CANCELLED").await;
+    assert_eq!(cancelled["failure"]["error"], "Shipment.Rejected");
+    assert!(cancelled["refund"]["refundId"].is_string(), "{cancelled}");
+    assert_eq!(fake.labels_bought("aws-ep-refused"), 0);
+    a.stop();
+    b.stop();
 }
