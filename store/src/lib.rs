@@ -8,6 +8,7 @@
 pub mod contract;
 pub mod domain;
 pub mod error;
+mod http;
 pub mod ports;
 
 pub use domain::*;

@@ -61,7 +61,39 @@ fn config(fake: &FakeEasyPost, key: &str) -> EasyPostConfig {
 
 /// A gateway (one replica) over `book`, talking to `fake`.
 fn gateway(fake: &FakeEasyPost, book: &Book) -> EasyPostShipping {
-    EasyPostShipping::new(config(fake, API_KEY), book.book.clone()).expect("gateway")
+    gateway_with(fake, book, |_| {})
+}
+
+/// [`gateway`] with the settings `change` makes.
+fn gateway_with(
+    fake: &FakeEasyPost,
+    book: &Book,
+    change: impl FnOnce(&mut EasyPostConfig),
+) -> EasyPostShipping {
+    let mut config = config(fake, API_KEY);
+    change(&mut config);
+    EasyPostShipping::new(config, book.book.clone()).expect("gateway")
+}
+
+/// Asserts that shipping `id` to `postal_code` is refused for good, saying `why`, and that no
+/// label was bought.
+async fn assert_rejected(
+    shipping: &EasyPostShipping,
+    fake: &FakeEasyPost,
+    id: &OrderId,
+    postal_code: &str,
+    why: &str,
+) {
+    let err = shipping
+        .create_shipment(&request(id, postal_code))
+        .await
+        .expect_err("refused");
+    assert!(
+        matches!(&err, GatewayError::Rejected(m) if m.contains(why)),
+        "{why}: {err:?}"
+    );
+    assert!(!err.is_transient());
+    assert_eq!(fake.labels_bought(id.as_str()), 0);
 }
 
 fn request(id: &OrderId, postal_code: &str) -> ShipmentRequest {
@@ -159,9 +191,7 @@ mod scenarios {
 
     pub async fn a_configured_service_is_the_one_bought(book: Book) {
         let fake = FakeEasyPost::start().await;
-        let mut priority = config(&fake, API_KEY);
-        priority.service = Some("priority".to_owned());
-        let shipping = EasyPostShipping::new(priority, book.book.clone()).expect("gateway");
+        let shipping = gateway_with(&fake, &book, |c| c.service = Some("priority".to_owned()));
         let id = order_id("ep-service");
         let shipment = shipping
             .create_shipment(&request(&id, "75001"))
@@ -170,19 +200,9 @@ mod scenarios {
         let bought = shipping_rate(&fake, &shipment.shipment_id).await;
         assert_eq!(bought, ("USPS".to_owned(), "Priority".to_owned()));
 
-        let mut fedex = config(&fake, API_KEY);
-        fedex.carrier = "FedEx".to_owned();
-        let shipping = EasyPostShipping::new(fedex, book.book.clone()).expect("gateway");
+        let fedex = gateway_with(&fake, &book, |c| c.carrier = "FedEx".to_owned());
         let other = order_id("ep-no-rate");
-        let err = shipping
-            .create_shipment(&request(&other, "75001"))
-            .await
-            .expect_err("no FedEx rate");
-        assert!(
-            matches!(&err, GatewayError::Rejected(m) if m.contains("no FedEx")),
-            "{err:?}"
-        );
-        assert_eq!(fake.labels_bought(other.as_str()), 0);
+        assert_rejected(&fedex, &fake, &other, "75001", "no FedEx").await;
     }
 
     pub async fn the_shipping_contract_holds(book: Book) {
@@ -198,16 +218,8 @@ mod scenarios {
         fake.undeliverable("00501");
         let shipping = gateway(&fake, &book);
         let id = order_id("ep-undeliverable");
-        let err = shipping
-            .create_shipment(&request(&id, "00501"))
-            .await
-            .expect_err("refused");
-        assert!(
-            matches!(&err, GatewayError::Rejected(m) if m.contains("00501 is not deliverable")),
-            "{err:?}"
-        );
-        assert!(!err.is_transient());
-        assert_eq!(fake.labels_bought(id.as_str()), 0);
+        let why = "00501 is not deliverable";
+        assert_rejected(&shipping, &fake, &id, "00501", why).await;
         // The refusal ended the buy: the compensation's void need not wait for it.
         assert_eq!(shipping.void(&id).await.expect("void"), Voided::Now);
         assert_eq!(shipping.shipment(&id).await.expect("read"), None);
@@ -215,26 +227,17 @@ mod scenarios {
 
     pub async fn a_shipment_easypost_cannot_validate_is_rejected(book: Book) {
         let fake = FakeEasyPost::start().await;
-        let mut no_origin = config(&fake, API_KEY);
-        no_origin.from_address = serde_json::Value::Null;
-        let shipping = EasyPostShipping::new(no_origin, book.book.clone()).expect("gateway");
+        let no_origin = gateway_with(&fake, &book, |c| c.from_address = serde_json::Value::Null);
         let id = order_id("ep-invalid");
-        let err = shipping
-            .create_shipment(&request(&id, "75001"))
-            .await
-            .expect_err("refused");
-        assert!(
-            matches!(&err, GatewayError::Rejected(m) if m.contains("from_address: cannot be blank")),
-            "{err:?}"
-        );
+        let why = "from_address: cannot be blank";
+        assert_rejected(&no_origin, &fake, &id, "75001", why).await;
         assert_eq!(fake.shipments_of(id.as_str()), 0);
     }
 
     pub async fn a_wrong_key_is_unavailable_says_so_and_never_shows_it(book: Book) {
         let fake = FakeEasyPost::start().await;
         let wrong = "EZTK_wrong_key_5f4e3d2c1b0a";
-        let shipping =
-            EasyPostShipping::new(config(&fake, wrong), book.book.clone()).expect("gateway");
+        let shipping = gateway_with(&fake, &book, |c| c.api_key = SecretKey::new(wrong));
         assert!(!format!("{shipping:?}").contains(wrong));
         let id = order_id("ep-wrong-key");
         let err = shipping

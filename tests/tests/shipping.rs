@@ -30,6 +30,38 @@ async fn refused(mut cmd: Command) -> (Output, String) {
     (output, stderr)
 }
 
+/// An order placed on `a` ships (read on `b`) under the label's tracking number; one placed on
+/// `b` whose postal code (99501) the carrier refuses is cancelled, refunded and released (read on
+/// `a`). The fake holds one label, of the first. `sku` is stocked with enough for both.
+async fn ships_one_and_cancels_one(
+    fake: &FakeEasyPost,
+    a: &Server,
+    b: &Server,
+    prefix: &str,
+    sku: &str,
+) {
+    let (ships, refused_id) = (format!("{prefix}-ships"), format!("{prefix}-refused"));
+    let placed = a.place(&order(&ships, sku, 2, 1_500, "pm_card_visa")).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let done = b.reaches(&ships, "COMPLETED").await;
+    let tracking = fake.tracking_codes(&ships);
+    assert_eq!(tracking.len(), 1, "one label");
+    assert_eq!(done["shipment"]["trackingNumber"], tracking[0].as_str());
+
+    let mut refused = order(&refused_id, sku, 1, 1_500, "pm_card_visa");
+    refused["shippingAddress"]["postalCode"] = "99501".into();
+    let placed = b.place(&refused).await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let cancelled = a.reaches(&refused_id, "CANCELLED").await;
+    assert_eq!(cancelled["failure"]["error"], "Shipment.Rejected");
+    let cause = cancelled["failure"]["cause"].as_str().unwrap_or_default();
+    assert!(cause.contains("99501 is not deliverable"), "{cancelled}");
+    assert!(cancelled["refund"]["refundId"].is_string(), "{cancelled}");
+    assert_eq!(cancelled["reservation"]["status"], "RELEASED");
+    assert!(cancelled["shipment"].is_null());
+    assert_eq!(fake.labels_bought(&refused_id), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ships_through_easypost_and_cancels_an_order_the_carrier_refuses() {
     let fake = FakeEasyPost::start().await;
@@ -37,30 +69,7 @@ async fn ships_through_easypost_and_cancels_an_order_the_carrier_refuses() {
     let db = Db::new();
     let server = Server::spawn(easypost_command(&db, &fake, API_KEY));
     server.stock("book", 5, 1_500).await;
-
-    let placed = server
-        .place(&order("ships", "book", 2, 1_500, "pm_card_visa"))
-        .await;
-    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
-    let done = server.reaches("ships", "COMPLETED").await;
-    let tracking = fake.tracking_codes("ships");
-    assert_eq!(tracking.len(), 1, "one label");
-    assert_eq!(done["shipment"]["trackingNumber"], tracking[0].as_str());
-    assert_eq!(fake.labels_bought("ships"), 1);
-
-    let mut refused = order("refused", "book", 1, 1_500, "pm_card_visa");
-    refused["shippingAddress"]["postalCode"] = "99501".into();
-    let placed = server.place(&refused).await;
-    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
-    let cancelled = server.reaches("refused", "CANCELLED").await;
-    assert_eq!(cancelled["failure"]["error"], "Shipment.Rejected");
-    let cause = cancelled["failure"]["cause"].as_str().unwrap_or_default();
-    assert!(cause.contains("99501 is not deliverable"), "{cancelled}");
-    assert!(cancelled["refund"]["refundId"].is_string(), "{cancelled}");
-    assert_eq!(cancelled["reservation"]["status"], "RELEASED");
-    assert!(cancelled["shipment"].is_null());
-    assert_eq!(fake.labels_bought("refused"), 0);
-
+    ships_one_and_cancels_one(&fake, &server, &server, "ep", "book").await;
     // Two shipped, one released: the stock adds up.
     let stock = server
         .request(reqwest::Method::GET, "/inventory/book", None)
@@ -142,29 +151,7 @@ async fn ships_through_easypost_on_the_aws_backend_across_replicas() {
     ];
     let (a, b) = (stack.replica(&args), stack.replica(&args));
     a.stock("aws-ep-book", 3, 1_500).await;
-
-    let placed = a
-        .place(&order(
-            "aws-ep-ships",
-            "aws-ep-book",
-            1,
-            1_500,
-            "pm_card_visa",
-        ))
-        .await;
-    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
-    let done = b.reaches("aws-ep-ships", "COMPLETED").await;
-    let tracking = fake.tracking_codes("aws-ep-ships");
-    assert_eq!(tracking.len(), 1, "one label");
-    assert_eq!(done["shipment"]["trackingNumber"], tracking[0].as_str());
-
-    let mut refused = order("aws-ep-refused", "aws-ep-book", 1, 1_500, "pm_card_visa");
-    refused["shippingAddress"]["postalCode"] = "99501".into();
-    assert_eq!(b.place(&refused).await.status, StatusCode::ACCEPTED);
-    let cancelled = a.reaches("aws-ep-refused", "CANCELLED").await;
-    assert_eq!(cancelled["failure"]["error"], "Shipment.Rejected");
-    assert!(cancelled["refund"]["refundId"].is_string(), "{cancelled}");
-    assert_eq!(fake.labels_bought("aws-ep-refused"), 0);
+    ships_one_and_cancels_one(&fake, &a, &b, "aws-ep", "aws-ep-book").await;
     a.stop();
     b.stop();
 }

@@ -15,11 +15,11 @@ pub use book::{LabelBook, LabelRecord, LabelStep};
 pub use shipping::EasyPostShipping;
 
 use crate::error::GatewayError;
+use crate::http::{self, BaseUrlProblem};
 use crate::stripe::SecretKey;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
-use std::fmt;
 use std::time::Duration;
 
 /// EasyPost's API, for [`EasyPostConfig::base_url`].
@@ -171,21 +171,13 @@ impl CallError {
     }
 }
 
-/// The HTTP side shared by the gateway's calls.
-#[derive(Clone)]
+/// The HTTP side shared by the gateway's calls (`Debug` shows the key redacted, as
+/// [`SecretKey`] prints it).
+#[derive(Clone, Debug)]
 pub(crate) struct Client {
     http: reqwest::Client,
     base_url: String,
     api_key: SecretKey,
-}
-
-impl fmt::Debug for Client {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key)
-            .finish()
-    }
 }
 
 impl Client {
@@ -200,19 +192,12 @@ impl Client {
                 "--easypost-carrier (FULFILLMENT_EASYPOST_CARRIER)",
             ));
         }
-        let base_url = config.base_url.trim_end_matches('/').to_owned();
-        if base_url.starts_with("https://") {
-            if !cfg!(feature = "rustls") {
-                return Err(EasyPostConfigError::NoTls(base_url));
-            }
-        } else if !base_url.starts_with("http://") {
-            return Err(EasyPostConfigError::BaseUrl(base_url));
-        }
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout)
-            .build()
-            .map_err(|e| EasyPostConfigError::Client(e.to_string()))?;
+        let (http, base_url) =
+            http::client_for(&config.base_url, config.timeout).map_err(|p| match p {
+                BaseUrlProblem::Scheme(url) => EasyPostConfigError::BaseUrl(url),
+                BaseUrlProblem::NoTls(url) => EasyPostConfigError::NoTls(url),
+                BaseUrlProblem::Client(e) => EasyPostConfigError::Client(e),
+            })?;
         Ok(Client {
             http,
             base_url,
@@ -250,26 +235,12 @@ impl Client {
     }
 
     fn no_answer(&self, e: &reqwest::Error) -> CallError {
-        let what = if e.is_timeout() {
-            "no answer in time"
-        } else if e.is_connect() {
-            "cannot connect"
-        } else {
-            "request failed"
-        };
-        CallError::NoAnswer(GatewayError::Unavailable(
-            self.redact(&format!("carrier (EasyPost): {what}: {e}")),
-        ))
+        let said = http::no_answer("carrier (EasyPost)", e, &self.api_key);
+        CallError::NoAnswer(GatewayError::Unavailable(said))
     }
 
-    /// An answer may quote the key it was sent; it never leaves the gateway.
     fn redact(&self, message: &str) -> String {
-        let key = self.api_key.expose();
-        if key.is_empty() {
-            message.to_owned()
-        } else {
-            message.replace(key, "<redacted>")
-        }
+        http::redact(message, &self.api_key)
     }
 
     /// A failed call as the port's error. Address and validation refusals are final
