@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use store::easypost::{EASYPOST_API, EasyPostConfig, parse_from_address};
 use store::stripe::{SecretKey, StripeConfig};
 use workflow::SagaSettings;
 
@@ -333,6 +334,92 @@ pub enum PaymentsSettings {
     Stripe(StripeConfig),
 }
 
+/// Who buys shipping labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShippingKind {
+    /// Simulated by magic postal codes (docs/saga.md), records in the store: nothing ships.
+    Sandbox,
+    /// EasyPost's API (--easypost-key, --easypost-carrier, --easypost-from-address).
+    Easypost,
+}
+
+/// The carrier, resolved.
+#[derive(Debug, Clone)]
+pub enum ShippingSettings {
+    Sandbox,
+    EasyPost(EasyPostConfig),
+}
+
+/// Who ships, and how EasyPost is reached: `serve`'s settings (the audit ships nothing).
+#[derive(Debug, Args)]
+pub struct ShippingArgs {
+    /// Who buys shipping labels: `sandbox` by default, except beside a live payment key
+    /// (`sk_live_…`), where it must be said (`--shipping sandbox` to simulate knowingly), so that
+    /// real charges never go with simulated shipping by accident.
+    #[arg(long, env = "FULFILLMENT_SHIPPING", value_enum)]
+    pub shipping: Option<ShippingKind>,
+
+    /// EasyPost's API base URL (`--shipping easypost`).
+    #[arg(long, env = "FULFILLMENT_EASYPOST_URL", default_value = EASYPOST_API, value_parser = parse_url, value_name = "URL")]
+    pub easypost_url: String,
+
+    /// The EasyPost API key (`--shipping easypost`; test keys buy test labels). Checked once at
+    /// start-up. Never logged.
+    #[arg(
+        long,
+        env = "FULFILLMENT_EASYPOST_KEY",
+        hide_env_values = true,
+        value_parser = Secret(|raw: &str| Ok(SecretKey::new(raw))),
+        value_name = "KEY"
+    )]
+    pub easypost_key: Option<SecretKey>,
+
+    /// How long one EasyPost call may take before it counts as unavailable (retried).
+    #[arg(long, env = "FULFILLMENT_EASYPOST_TIMEOUT", default_value = "20s", value_parser = parse_duration, value_name = "DURATION")]
+    pub easypost_timeout: Duration,
+
+    /// The carrier whose rate is bought, as EasyPost names it on rates.
+    #[arg(
+        long,
+        env = "FULFILLMENT_EASYPOST_CARRIER",
+        default_value = "USPS",
+        value_name = "CARRIER"
+    )]
+    pub easypost_carrier: String,
+
+    /// The carrier's service to buy (e.g. `GroundAdvantage`); without it the carrier's cheapest
+    /// rate is bought.
+    #[arg(long, env = "FULFILLMENT_EASYPOST_SERVICE", value_name = "SERVICE")]
+    pub easypost_service: Option<String>,
+
+    /// Where parcels leave from: an EasyPost address id (`adr_…`) or a JSON object of
+    /// EasyPost's address fields (`street1`, `city`, `state`, `zip`, `country`, `name`, …).
+    #[arg(long, env = "FULFILLMENT_EASYPOST_FROM_ADDRESS", value_parser = parse_from_address, value_name = "ADDRESS")]
+    pub easypost_from_address: Option<serde_json::Value>,
+
+    /// What one unit weighs, in ounces: a parcel weighs the order's units times this.
+    #[arg(long, env = "FULFILLMENT_EASYPOST_UNIT_WEIGHT_OZ", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..), value_name = "OUNCES")]
+    pub easypost_unit_weight_oz: u32,
+}
+
+impl From<ShippingArgs> for Option<ShippingSettings> {
+    fn from(a: ShippingArgs) -> Self {
+        a.shipping.map(|kind| match kind {
+            ShippingKind::Sandbox => ShippingSettings::Sandbox,
+            // What is missing is refused at start-up, with the other combinations.
+            ShippingKind::Easypost => ShippingSettings::EasyPost(EasyPostConfig {
+                base_url: a.easypost_url,
+                api_key: a.easypost_key.unwrap_or_else(|| SecretKey::new("")),
+                timeout: a.easypost_timeout,
+                carrier: a.easypost_carrier,
+                service: a.easypost_service,
+                from_address: a.easypost_from_address.unwrap_or_default(),
+                unit_weight_oz: a.easypost_unit_weight_oz,
+            }),
+        })
+    }
+}
+
 /// The workflow and state backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -426,6 +513,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub backend: BackendArgs,
+
+    #[command(flatten)]
+    pub shipping: ShippingArgs,
 
     /// One more operator API key, for the principal `operator`: at least 16 printable
     /// characters, no spaces; never logged. Required with --backend aws (replicas create no keys:
@@ -689,6 +779,8 @@ impl From<BackendArgs> for BackendSettings {
 pub struct Settings {
     pub listen: SocketAddr,
     pub backend: BackendSettings,
+    /// `None`: not chosen (the sandbox, unless the payment key is live: see `--shipping`).
+    pub shipping: Option<ShippingSettings>,
     /// `None`: generate one at start-up.
     pub operator_token: Option<OperatorToken>,
     pub saga: SagaSettings,
@@ -719,6 +811,7 @@ impl From<ServeArgs> for Settings {
             listen: a.listen,
             log_format: a.backend.log_format,
             backend: a.backend.into(),
+            shipping: a.shipping.into(),
             operator_token: a.operator_token,
             saga: SagaSettings {
                 approval_threshold_cents: a.approval_threshold_cents,
@@ -1044,6 +1137,80 @@ mod tests {
         // Only serve's own settings are serve's.
         let e = audit(&["--listen", "127.0.0.1:0"]).unwrap_err().to_string();
         assert!(e.contains("--listen"), "{e}");
+    }
+
+    #[test]
+    fn shipping_is_unchosen_by_default_and_its_flags_set_the_easypost_settings() {
+        assert!(serve(&[]).unwrap().shipping.is_none());
+        assert!(matches!(
+            serve(&["--shipping", "sandbox"]).unwrap().shipping,
+            Some(ShippingSettings::Sandbox)
+        ));
+        let s = serve(&[
+            "--shipping",
+            "easypost",
+            "--easypost-url",
+            "http://127.0.0.1:12112/",
+            "--easypost-key",
+            "EZTK_abc",
+            "--easypost-timeout",
+            "5s",
+            "--easypost-carrier",
+            "UPS",
+            "--easypost-service",
+            "Ground",
+            "--easypost-from-address",
+            "adr_123",
+            "--easypost-unit-weight-oz",
+            "8",
+        ])
+        .unwrap();
+        let Some(ShippingSettings::EasyPost(c)) = s.shipping else {
+            panic!("easypost chosen");
+        };
+        assert_eq!(c.base_url, "http://127.0.0.1:12112");
+        assert_eq!(c.api_key.expose(), "EZTK_abc");
+        assert_eq!(c.timeout, Duration::from_secs(5));
+        assert_eq!(
+            (c.carrier.as_str(), c.service.as_deref()),
+            ("UPS", Some("Ground"))
+        );
+        assert_eq!(c.from_address, serde_json::json!({"id": "adr_123"}));
+        assert_eq!(c.unit_weight_oz, 8);
+        let Some(ShippingSettings::EasyPost(d)) =
+            serve(&["--shipping", "easypost"]).unwrap().shipping
+        else {
+            panic!("easypost chosen");
+        };
+        assert_eq!(d.base_url, "https://api.easypost.com");
+        assert_eq!((d.carrier.as_str(), d.service), ("USPS", None));
+        assert_eq!((d.timeout, d.unit_weight_oz), (Duration::from_secs(20), 16));
+        for (args, flag) in [
+            (&["--shipping", "ups"][..], "--shipping"),
+            (
+                &["--easypost-from-address", "the warehouse"][..],
+                "--easypost-from-address",
+            ),
+            (
+                &["--easypost-unit-weight-oz", "0"][..],
+                "--easypost-unit-weight-oz",
+            ),
+            (
+                &["--easypost-url", "api.easypost.com"][..],
+                "--easypost-url",
+            ),
+        ] {
+            let e = serve(args).unwrap_err().to_string();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+        let s = serve(&[
+            "--shipping",
+            "easypost",
+            "--easypost-key",
+            "EZAK_live_secret",
+        ])
+        .unwrap();
+        assert!(!format!("{s:?}").contains("EZAK_live_secret"));
     }
 
     #[test]

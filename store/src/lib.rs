@@ -1,23 +1,27 @@
 //! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
 //! through which steps reach them (repositories and gateways, bundled as [`Ports`]), the SQLite
 //! adapters of the embedded default, the DynamoDB adapters of AWS mode, the sandbox gateways
-//! over either, and a Stripe-compatible payment gateway over HTTP (`stripe`).
+//! over either, a Stripe-compatible payment gateway over HTTP (`stripe`) and a carrier
+//! aggregator's shipping gateway over HTTP (`easypost`).
 
 #[cfg(feature = "contract")]
 pub mod contract;
 pub mod domain;
 pub mod error;
+mod http;
 pub mod ports;
 
 pub use domain::*;
 pub use error::{GatewayError, StoreError};
 pub use ports::*;
 pub mod dynamodb;
+pub mod easypost;
 pub mod sandbox;
 pub mod sqlite;
 pub mod stripe;
 
 pub use dynamodb::DynamoStore;
+pub use easypost::{EasyPostConfig, EasyPostShipping};
 pub use sandbox::{SandboxPayments, SandboxShipping};
 pub use sqlite::{Durability, SqliteStore};
 pub use stripe::{SecretKey, StripeConfig, StripePayments};

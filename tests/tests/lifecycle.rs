@@ -488,6 +488,20 @@ fn help_documents_every_setting_and_its_environment_variable() {
         ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
         ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
         ("--read-timeout", "FULFILLMENT_READ_TIMEOUT"),
+        ("--shipping", "FULFILLMENT_SHIPPING"),
+        ("--easypost-url", "FULFILLMENT_EASYPOST_URL"),
+        ("--easypost-key", "FULFILLMENT_EASYPOST_KEY"),
+        ("--easypost-timeout", "FULFILLMENT_EASYPOST_TIMEOUT"),
+        ("--easypost-carrier", "FULFILLMENT_EASYPOST_CARRIER"),
+        ("--easypost-service", "FULFILLMENT_EASYPOST_SERVICE"),
+        (
+            "--easypost-from-address",
+            "FULFILLMENT_EASYPOST_FROM_ADDRESS",
+        ),
+        (
+            "--easypost-unit-weight-oz",
+            "FULFILLMENT_EASYPOST_UNIT_WEIGHT_OZ",
+        ),
     ];
     for (subcommand, own) in [("serve", serve_only), ("audit", &[][..])] {
         let help = help(subcommand);

@@ -43,7 +43,7 @@ impl Modify for RateLimited {
         use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder, Type};
         let response = ResponseBuilder::new()
             .description(
-                "Past the key's rate limit, or too many failed authentications from this                  address (`rate-limited`); retry after `Retry-After`",
+                "Past the key's rate limit, or too many failed authentications from this address (`rate-limited`); retry after `Retry-After`",
             )
             .header(
                 "Retry-After",

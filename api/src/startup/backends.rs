@@ -57,6 +57,56 @@ pub(super) async fn check_payments(payments: &PaymentsSettings) -> Result<(), St
     }
 }
 
+/// The carrier chosen, checked: the sandbox by default, except beside a live payment key, where
+/// simulated shipping must be asked for by name; EasyPost's key is checked with EasyPost once.
+pub(super) async fn shipping(
+    chosen: Option<&ShippingSettings>,
+    payments: &PaymentsSettings,
+) -> Result<ShippingSettings, StartupError> {
+    let live = matches!(payments, PaymentsSettings::Stripe(c) if c.secret_key.expose().starts_with("sk_live_"));
+    let config = match chosen {
+        None if live => {
+            return Err(StartupError::Config(
+                "a live payment key (sk_live_…) charges real money, but no carrier was chosen: --shipping easypost (FULFILLMENT_SHIPPING) ships for real; --shipping sandbox simulates shipping, knowingly"
+                    .to_owned(),
+            ));
+        }
+        None | Some(ShippingSettings::Sandbox) => return Ok(ShippingSettings::Sandbox),
+        Some(ShippingSettings::EasyPost(c)) => c,
+    };
+    if config.from_address.is_null() {
+        return Err(StartupError::Config(
+            "--shipping easypost needs --easypost-from-address (FULFILLMENT_EASYPOST_FROM_ADDRESS): an EasyPost address id (adr_…) or the address as JSON"
+                .to_owned(),
+        ));
+    }
+    match store::easypost::check_key(config).await {
+        Ok(()) => tracing::info!(carrier = %config.carrier, "EasyPost accepted the API key"),
+        Err(GatewayError::Misconfigured(reason)) => return Err(StartupError::Config(reason)),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "EasyPost could not check the API key; starting anyway (shipments are retried)"
+        ),
+    }
+    Ok(ShippingSettings::EasyPost(config.clone()))
+}
+
+/// The carrier over `book`, the store that keeps its label records (the sandbox's ledger is
+/// `sandbox`, already among the store's ports).
+pub(super) fn carrier(
+    shipping: &ShippingSettings,
+    book: Arc<dyn LabelBook>,
+    sandbox: Arc<dyn ShippingGateway>,
+) -> Result<Arc<dyn ShippingGateway>, StartupError> {
+    match shipping {
+        ShippingSettings::Sandbox => Ok(sandbox),
+        ShippingSettings::EasyPost(c) => Ok(Arc::new(
+            EasyPostShipping::new(c.clone(), book)
+                .map_err(|e| StartupError::Config(e.to_string()))?,
+        )),
+    }
+}
+
 /// Opens the store's SQLite file with `open` (read-write for `serve`, read-only for the audit)
 /// off the async runtime, naming the file in the error.
 pub(super) async fn open_store(
@@ -78,6 +128,7 @@ pub(super) async fn open_store(
 pub(super) async fn open_embedded(
     settings: &BackendSettings,
     payments: PaymentsSettings,
+    shipping: &ShippingSettings,
 ) -> Result<Opened, StartupError> {
     let gateway = match &payments {
         PaymentsSettings::Sandbox => None,
@@ -143,6 +194,7 @@ pub(super) async fn open_embedded(
         ports.payments = gateway;
         sampled.push(metric);
     }
+    ports.shipping = carrier(shipping, Arc::new(store.clone()), ports.shipping)?;
     Ok(Opened {
         ports,
         activity_arns: workflow.activity_arns().clone(),
@@ -267,12 +319,15 @@ pub(super) fn aws_payments(
 pub(super) async fn open_aws(
     settings: &BackendSettings,
     payments: PaymentsSettings,
+    shipping: &ShippingSettings,
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
     let (payments, sampled) = aws_payments(&store, &payments)?;
+    let ports = store.ports();
     let ports = Ports {
         payments,
-        ..store.ports()
+        shipping: carrier(shipping, Arc::new(store.clone()), ports.shipping.clone())?,
+        ..ports
     };
     Ok(Opened {
         ports,

@@ -7,7 +7,7 @@
 use crate::audit::{self, AuditError, EmbeddedExecutions, Executions, Sources, WorkflowExecutions};
 use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, KeysAction, KeysSettings,
-    PaymentsSettings, ProvisionSettings, Settings,
+    PaymentsSettings, ProvisionSettings, Settings, ShippingSettings,
 };
 use crate::counted_orders::CountedOrders;
 use crate::http::auth::Authenticator;
@@ -25,9 +25,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use store::dynamodb::DynamoStore;
+use store::easypost::{EasyPostShipping, LabelBook};
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use store::{
-    GatewayError, KeyRepository, OrderId, PaymentGateway, Ports, Role, SqliteStore, StoreError,
+    GatewayError, KeyRepository, OrderId, PaymentGateway, Ports, Role, ShippingGateway,
+    SqliteStore, StoreError,
 };
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
@@ -396,6 +398,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_live_payment_key_needs_its_carrier_chosen_by_name() {
+        let stripe = |key: &str| {
+            PaymentsSettings::Stripe(StripeConfig {
+                base_url: "https://api.stripe.com".to_owned(),
+                secret_key: store::stripe::SecretKey::new(key),
+                timeout: Duration::from_secs(5),
+            })
+        };
+        let e = shipping(None, &stripe("sk_live_x")).await.err().unwrap();
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("--shipping sandbox"), "{e}");
+        let said = shipping(Some(&ShippingSettings::Sandbox), &stripe("sk_live_x")).await;
+        assert!(matches!(said, Ok(ShippingSettings::Sandbox)));
+        for payments in [stripe("sk_test_x"), PaymentsSettings::Sandbox] {
+            let default = shipping(None, &payments).await;
+            assert!(matches!(default, Ok(ShippingSettings::Sandbox)));
+        }
+    }
+
+    #[tokio::test]
     async fn an_audit_of_a_store_that_does_not_exist_is_a_wrong_setting_and_creates_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let backend = settings(&dir).backend;
@@ -413,6 +435,7 @@ mod tests {
         let db = dir.path().join("f.db");
         Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
+            shipping: None,
             backend: BackendSettings {
                 kind: Backend::Embedded,
                 aws: crate::config::AwsSettings {

@@ -157,11 +157,12 @@ impl Service {
         }
         // Before anything is opened or created: a refused key stops the start cleanly.
         check_payments(&payments).await?;
+        let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
         // The address first: a start that cannot serve (a busy port) creates nothing on disk.
         let (listener, local_addr) = bind(settings.listen).await?;
         let opened = match settings.backend.kind {
-            Backend::Embedded => open_embedded(&settings.backend, payments).await?,
-            Backend::Aws => open_aws(&settings.backend, payments).await?,
+            Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
+            Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
         };
         // Only a start that opened its backend creates keys (a second instance refused by the
         // engine's lock must not keep keys it never showed).

@@ -7,6 +7,7 @@
 //! DynamoDB table that outlives the run), and fixed-millisecond timestamps, which any backend
 //! stores exactly.
 
+pub mod fake_easypost;
 pub mod fake_stripe;
 pub mod gateways;
 pub mod inventory;

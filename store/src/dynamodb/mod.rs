@@ -22,6 +22,7 @@
 //! | sandbox refund | `SANDBOX#REFUND#{idempotency key}` | `idempotency_key`, `refund_id`, `charge_id`, `order_id`, `amount_cents` N, `created_at` |
 //! | sandbox shipment | `SANDBOX#SHIPMENT#{order id}` | `shipment_id`, `tracking_number`, `created_at`, or `voided` BOOL |
 //! | sandbox attempt | `SANDBOX#ATTEMPT#{key}` | `attempts` N |
+//! | EasyPost label record | `LABEL#{order id}` | `record` (JSON of `easypost::book::LabelRecord`), `version` N |
 //!
 //! Timestamps are RFC 3339 text with nanoseconds; all other attributes are S unless noted.
 
@@ -29,6 +30,7 @@ mod codec;
 mod error;
 mod inventory;
 mod keys;
+mod labels;
 mod ledger;
 mod orders;
 pub mod table;

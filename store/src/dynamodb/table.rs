@@ -64,6 +64,8 @@ pub(crate) mod prefix {
     pub const REFUND: &str = "SANDBOX#REFUND#";
     pub const SHIPMENT: &str = "SANDBOX#SHIPMENT#";
     pub const ATTEMPT: &str = "SANDBOX#ATTEMPT#";
+    /// The EasyPost gateway's record of an order's label (`easypost::book`).
+    pub const LABEL: &str = "LABEL#";
 }
 
 /// How long [`create_table`] waits for a new table to become `ACTIVE`.
@@ -190,6 +192,7 @@ mod tests {
             REFUND,
             SHIPMENT,
             ATTEMPT,
+            LABEL,
         ];
         for a in all {
             for b in all.iter().filter(|b| **b != a) {

@@ -12,6 +12,7 @@
 mod codec;
 mod inventory;
 mod keys;
+mod labels;
 mod ledger;
 mod orders;
 mod schema;

@@ -146,6 +146,16 @@ ALTER TABLE orders ADD COLUMN owner TEXT;
 ALTER TABLE stock ADD COLUMN price_cents INTEGER CHECK (price_cents >= 0);
 ALTER TABLE stock ADD COLUMN currency TEXT;
 "#,
+    // 11: what the EasyPost gateway recorded of each order's label (`easypost::book`): the
+    // provider shipment that is the order's, buys in flight, the label, a void. JSON read and
+    // written whole, by one rule shared with DynamoDB.
+    r#"
+CREATE TABLE carrier_labels (
+    order_id   TEXT PRIMARY KEY,
+    record     TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+) STRICT;
+"#,
 ];
 
 /// The schema version this build writes.
@@ -207,7 +217,7 @@ mod tests {
         );
         assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
         assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
-        assert_eq!(table_count(&conn), 9);
+        assert_eq!(table_count(&conn), 10);
     }
 
     #[test]

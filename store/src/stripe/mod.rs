@@ -11,6 +11,7 @@ mod payments;
 pub use payments::StripePayments;
 
 use crate::error::GatewayError;
+use crate::http::{self, BaseUrlProblem};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use std::fmt;
@@ -168,19 +169,12 @@ impl fmt::Debug for Client {
 
 impl Client {
     fn new(config: StripeConfig) -> Result<Client, StripeConfigError> {
-        let base_url = config.base_url.trim_end_matches('/').to_owned();
-        if base_url.starts_with("https://") {
-            if !cfg!(feature = "rustls") {
-                return Err(StripeConfigError::NoTls(base_url));
-            }
-        } else if !base_url.starts_with("http://") {
-            return Err(StripeConfigError::BaseUrl(base_url));
-        }
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .connect_timeout(config.timeout)
-            .build()
-            .map_err(|e| StripeConfigError::Client(e.to_string()))?;
+        let (http, base_url) =
+            http::client_for(&config.base_url, config.timeout).map_err(|p| match p {
+                BaseUrlProblem::Scheme(url) => StripeConfigError::BaseUrl(url),
+                BaseUrlProblem::NoTls(url) => StripeConfigError::NoTls(url),
+                BaseUrlProblem::Client(e) => StripeConfigError::Client(e),
+            })?;
         if !config
             .key_prefix
             .bytes()
@@ -281,24 +275,12 @@ impl Client {
     }
 
     fn unavailable(&self, e: &reqwest::Error) -> GatewayError {
-        let what = if e.is_timeout() {
-            "no answer in time"
-        } else if e.is_connect() {
-            "cannot connect"
-        } else {
-            "request failed"
-        };
-        GatewayError::Unavailable(self.redact(&format!("payment provider: {what}: {e}")))
+        GatewayError::Unavailable(http::no_answer("payment provider", e, &self.secret_key))
     }
 
     /// A provider's message may quote the key it was sent (Stripe quotes part of a wrong one).
     fn redact(&self, message: &str) -> String {
-        let key = self.secret_key.expose();
-        if key.is_empty() {
-            message.to_owned()
-        } else {
-            message.replace(key, "<redacted>")
-        }
+        http::redact(message, &self.secret_key)
     }
 
     /// Stripe's error as the port's, by its error `type` (Stripe's API reference, "Errors"):
