@@ -28,6 +28,23 @@ pub struct ExecState {
     /// The threads of control: the root frame (id 0) and one per running Parallel branch or Map
     /// iteration.
     pub frames: BTreeMap<u64, Frame>,
+    /// Once the execution is FAILED, ABORTED or TIMED_OUT: where its frames stood when it
+    /// stopped (the failing state, the aborted tasks and waits, the Parallel and Map states
+    /// with the results their finished children had given), which a redrive resumes. Empty
+    /// while it runs, and after a success. Absent from snapshots written before redrive
+    /// existed, which were all of running executions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resume: BTreeMap<u64, Frame>,
+    /// How many times the execution was redriven (`$$.Execution.RedriveCount`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redrive_count: u32,
+    /// When it was last redriven (`$$.Execution.RedriveTime`, absent until the first redrive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive_time: Option<DateTime<Utc>>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Default for ExecState {
@@ -38,6 +55,9 @@ impl Default for ExecState {
             next_frame_id: 1,
             next_timer_id: 1,
             frames: BTreeMap::new(),
+            resume: BTreeMap::new(),
+            redrive_count: 0,
+            redrive_time: None,
         }
     }
 }
@@ -126,6 +146,10 @@ pub(crate) struct Run<'i, 's> {
     pub random: Randomness,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
+    /// The frames as they stood when the failure now being handled began, before anything was
+    /// aborted; kept as the redrive point if the failure ends the execution, dropped as soon
+    /// as a Retry, a Catch or a Map's tolerance handles it.
+    pub failing: Option<BTreeMap<u64, Frame>>,
     out: Applied,
 }
 
@@ -142,6 +166,7 @@ impl<'i, 's> Run<'i, 's> {
             now,
             random: Randomness::new(seed),
             launching: Vec::new(),
+            failing: None,
             out: Applied::default(),
         }
     }
@@ -206,7 +231,14 @@ impl<'i, 's> Run<'i, 's> {
             self.state_of(id).kind,
             Kind::Task(_) | Kind::Parallel(_) | Kind::Map(_)
         );
-        super::context::build(self.it.info, self.frame(id), retryable, token, item)
+        super::context::build(
+            self.it.info,
+            self.st,
+            self.frame(id),
+            retryable,
+            token,
+            item,
+        )
     }
 
     /// Evaluates `f` with a scope whose `$` is `input`, for frame `id`.
@@ -232,7 +264,7 @@ impl<'i, 's> Run<'i, 's> {
     // ---- events -------------------------------------------------------------------------
 
     pub fn handle(&mut self, event: Event) {
-        if self.st.status.is_terminal() && !matches!(event, Event::Start) {
+        if self.st.status.is_terminal() && !matches!(event, Event::Start | Event::Redrive) {
             return;
         }
         match event {
@@ -249,16 +281,21 @@ impl<'i, 's> Run<'i, 's> {
             Event::TaskTimedOut { token, kind } => states::task::timed_out(self, &token, kind),
             Event::TimerFired { timer_id } => self.timer_fired(timer_id),
             Event::ExecutionTimedOut => {
+                let resume = self.st.frames.clone();
                 self.abort_all();
                 self.emit(None, "ExecutionTimedOut", Some(json!({})));
                 self.end(ExecutionStatus::TimedOut, None, None, None);
+                self.st.resume = resume;
             }
             Event::Stop { error, cause } => {
+                let resume = self.st.frames.clone();
                 self.abort_all();
                 let details = history::error_details(error.as_deref(), cause.as_deref());
                 self.emit(None, "ExecutionAborted", Some(details));
                 self.end(ExecutionStatus::Aborted, None, error, cause);
+                self.st.resume = resume;
             }
+            Event::Redrive => super::redrive::resume(self),
         }
     }
 
@@ -450,6 +487,7 @@ impl<'i, 's> Run<'i, 's> {
             if let Some((index, delay)) =
                 errors::next_retry(state.kind.retriers(), counts, &failure, &self.random)
             {
+                self.failing = None;
                 self.frame_mut(id).retry_counts[index] += 1;
                 let due = self.now + delay;
                 let timer_id = self.new_timer(due);
@@ -457,6 +495,7 @@ impl<'i, 's> Run<'i, 's> {
                 return;
             }
             if let Some(catcher) = errors::find_catcher(state.kind.catchers(), &failure) {
+                self.failing = None;
                 let error_output = failure.to_output();
                 let assigned =
                     match self.evaluate_assign(id, catcher.assign.as_ref(), &error_output) {
@@ -482,6 +521,9 @@ impl<'i, 's> Run<'i, 's> {
 
     /// The frame cannot go on: fail its parent state, or the execution.
     pub fn frame_failed(&mut self, id: u64, failure: Failure) {
+        if self.failing.is_none() {
+            self.failing = Some(self.st.frames.clone());
+        }
         let parent = self.frame(id).parent;
         self.abort_frame(id);
         match parent {
@@ -496,6 +538,7 @@ impl<'i, 's> Run<'i, 's> {
                     failure.error_name().map(str::to_owned),
                     failure.cause.clone(),
                 );
+                self.st.resume = self.failing.take().unwrap_or_default();
             }
             Some((parent_id, index)) => {
                 states::children::child_failed(self, parent_id, index, failure)
