@@ -4,7 +4,8 @@
 
 use crate::definition::{self, Activity, STATE_MACHINE_NAME};
 use crate::port::{
-    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
+    WorkflowPort,
 };
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
@@ -73,6 +74,7 @@ fn map_error(e: EngineError) -> WorkflowError {
         }
         EngineError::ExecutionDoesNotExist(m) => WorkflowError::ExecutionDoesNotExist(m),
         EngineError::ExecutionAlreadyExists(m) => WorkflowError::ExecutionAlreadyExists(m),
+        EngineError::ExecutionNotRedrivable(m) => WorkflowError::NotRedrivable(m),
         EngineError::Unavailable(m) => WorkflowError::Unavailable(m),
         e @ (EngineError::ExecutionLimitExceeded(_)
         | EngineError::StateMachineDoesNotExist(_)
@@ -179,6 +181,10 @@ impl WorkflowPort for EmbeddedWorkflow {
             output,
             error: d.error,
             cause: d.cause,
+            redrive_count: d.redrive_count,
+            redrive_date: d.redrive_date,
+            redrive_status: Some(d.redrive_status.as_str().to_owned()),
+            redrive_status_reason: d.redrive_status_reason,
         })
     }
 
@@ -220,6 +226,18 @@ impl WorkflowPort for EmbeddedWorkflow {
             .await
             .map(drop)
             .map_err(map_error)
+    }
+
+    async fn redrive_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<RedriveOutcome, WorkflowError> {
+        let redrive_date = self
+            .engine
+            .redrive_execution(execution_arn, None)
+            .await
+            .map_err(map_error)?;
+        Ok(RedriveOutcome { redrive_date })
     }
 
     async fn get_activity_task(
