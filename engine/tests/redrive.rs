@@ -12,18 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-const LONG: Duration = Duration::from_secs(20);
+mod common;
 
-struct Db {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-fn db() -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("engine.db");
-    Db { _dir: dir, path }
-}
+use common::{Db, LONG, db};
 
 /// The system time plus an offset the test moves forward.
 #[derive(Clone, Default)]
