@@ -290,3 +290,32 @@ impl WorkflowPort for EmbeddedWorkflow {
             .map_err(map_error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_redrive_is_its_own_error_and_not_transient() {
+        let reason = "Execution is SUCCEEDED and cannot be redriven.";
+        let e = map_error(EngineError::ExecutionNotRedrivable(reason.to_owned()));
+        assert_eq!(e, WorkflowError::NotRedrivable(reason.to_owned()));
+        assert!(!e.is_transient());
+    }
+
+    #[tokio::test]
+    async fn redriving_an_unknown_execution_says_it_does_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(engine::EngineConfig::new(dir.path().join("e.db")), None)
+            .await
+            .unwrap();
+        let workflow = EmbeddedWorkflow::setup(engine.clone()).await.unwrap();
+        let arn = workflow.execution_arn("o-none");
+        let e = workflow.redrive_execution(&arn).await.unwrap_err();
+        assert!(
+            matches!(e, WorkflowError::ExecutionDoesNotExist(_)),
+            "{e:?}"
+        );
+        engine.shutdown().await;
+    }
+}
