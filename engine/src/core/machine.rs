@@ -146,9 +146,11 @@ pub(crate) struct Run<'i, 's> {
     pub random: Randomness,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
-    /// The frames as they stood when the failure now being handled began, before anything was
-    /// aborted; kept as the redrive point if the failure ends the execution, dropped as soon
-    /// as a Retry, a Catch or a Map's tolerance handles it.
+    /// While a failure (or a stop, or the execution's timeout) is being handled: each frame it
+    /// has aborted or changed, as it was before (see [`Run::preserve`]). Kept as the redrive
+    /// point if the execution ends, dropped as soon as a Retry, a Catch or a Map's tolerance
+    /// handles the failure. Only the frames a failure touches are copied, so a Map that
+    /// tolerates many failing iterations does not copy all of its iterations for each.
     pub failing: Option<BTreeMap<u64, Frame>>,
     out: Applied,
 }
@@ -281,19 +283,17 @@ impl<'i, 's> Run<'i, 's> {
             Event::TaskTimedOut { token, kind } => states::task::timed_out(self, &token, kind),
             Event::TimerFired { timer_id } => self.timer_fired(timer_id),
             Event::ExecutionTimedOut => {
-                let resume = self.st.frames.clone();
+                self.failing = Some(BTreeMap::new());
                 self.abort_all();
                 self.emit(None, "ExecutionTimedOut", Some(json!({})));
                 self.end(ExecutionStatus::TimedOut, None, None, None);
-                self.st.resume = resume;
             }
             Event::Stop { error, cause } => {
-                let resume = self.st.frames.clone();
+                self.failing = Some(BTreeMap::new());
                 self.abort_all();
                 let details = history::error_details(error.as_deref(), cause.as_deref());
                 self.emit(None, "ExecutionAborted", Some(details));
                 self.end(ExecutionStatus::Aborted, None, error, cause);
-                self.st.resume = resume;
             }
             Event::Redrive => super::redrive::resume(self),
         }
@@ -522,7 +522,7 @@ impl<'i, 's> Run<'i, 's> {
     /// The frame cannot go on: fail its parent state, or the execution.
     pub fn frame_failed(&mut self, id: u64, failure: Failure) {
         if self.failing.is_none() {
-            self.failing = Some(self.st.frames.clone());
+            self.failing = Some(BTreeMap::new());
         }
         let parent = self.frame(id).parent;
         self.abort_frame(id);
@@ -538,7 +538,6 @@ impl<'i, 's> Run<'i, 's> {
                     failure.error_name().map(str::to_owned),
                     failure.cause.clone(),
                 );
-                self.st.resume = self.failing.take().unwrap_or_default();
             }
             Some((parent_id, index)) => {
                 states::children::child_failed(self, parent_id, index, failure)
@@ -562,8 +561,18 @@ impl<'i, 's> Run<'i, 's> {
         }
     }
 
+    /// Keeps frame `id` as it is now in the redrive point of the failure being handled, unless
+    /// that failure already changed it: called before a failure changes or removes a frame, so
+    /// that the redrive point holds every frame as it stood when the failure began.
+    pub fn preserve(&mut self, id: u64) {
+        if let (Some(kept), Some(frame)) = (&mut self.failing, self.st.frames.get(&id)) {
+            kept.entry(id).or_insert_with(|| frame.clone());
+        }
+    }
+
     /// Removes a frame and everything below it, closing its tasks and timers.
     pub fn abort_frame(&mut self, id: u64) {
+        self.preserve(id);
         let Some(frame) = self.st.frames.remove(&id) else {
             return;
         };
@@ -604,6 +613,8 @@ impl<'i, 's> Run<'i, 's> {
     ) {
         self.st.status = status;
         self.st.frames.clear();
+        // An unsuccessful end keeps where it stopped; a success has nothing to redrive.
+        self.st.resume = self.failing.take().unwrap_or_default();
         self.action(Action::Finish(ExecutionEnd {
             status,
             output,

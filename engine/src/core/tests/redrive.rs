@@ -270,3 +270,43 @@ fn a_caught_failure_keeps_no_redrive_point_of_its_own() {
     let resume: Vec<&str> = h.state.resume.values().map(|f| f.state.as_str()).collect();
     assert_eq!(resume, ["U"]);
 }
+
+#[test]
+fn a_map_past_its_tolerance_reruns_the_iteration_that_broke_it_and_those_it_abandoned() {
+    let def = json!({
+        "StartAt": "M",
+        "States": {"M": {
+            "Type": "Map", "ToleratedFailureCount": 1, "End": true,
+            "ItemProcessor": {"StartAt": "W", "States": {
+                "W": {"Type": "Task", "Resource": ACTIVITY, "End": true}
+            }}
+        }}
+    });
+    let mut h = Harness::new(def, json!([10, 20, 30, 40]));
+    h.start();
+    let token_of = |h: &Harness, item: i64| {
+        h.open_tasks()
+            .into_iter()
+            .find(|t| t.input == json!(item))
+            .unwrap()
+            .token
+    };
+    let first = token_of(&h, 10);
+    h.fail_token(first, "E", "tolerated");
+    let second = token_of(&h, 20);
+    h.fail_token(second, "E", "one too many");
+    assert_eq!(h.error(), "States.ExceedToleratedFailureThreshold");
+    h.redrive();
+    let mut inputs: Vec<Value> = h.open_tasks().into_iter().map(|t| t.input).collect();
+    inputs.sort_by_key(|v| v.as_i64());
+    assert_eq!(inputs, [json!(20), json!(30), json!(40)]);
+    for item in [20, 30, 40] {
+        let token = token_of(&h, item);
+        h.succeed_token(token, json!(item));
+    }
+    assert_eq!(
+        h.output(),
+        json!([{"Error": "E", "Cause": "tolerated"}, 20, 30, 40]),
+        "the tolerated failure stays as it was"
+    );
+}
