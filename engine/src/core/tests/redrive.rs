@@ -171,18 +171,24 @@ fn a_parallel_state_reruns_only_its_failed_and_aborted_branches() {
     assert_eq!(h.events_of("ParallelStateEntered").len(), 1);
 }
 
-#[test]
-fn a_map_reruns_its_failed_iteration_then_starts_those_it_had_not_started() {
-    let def = json!({
-        "StartAt": "M",
-        "States": {"M": {
-            "Type": "Map", "MaxConcurrency": 1, "End": true,
-            "ItemProcessor": {"StartAt": "W", "States": {
-                "W": {"Type": "Task", "Resource": ACTIVITY, "End": true}
-            }}
+/// A Map (with `extra` fields) whose iterations are one activity Task each.
+fn map_of_tasks(extra: Value) -> Value {
+    let mut map = json!({
+        "Type": "Map", "End": true,
+        "ItemProcessor": {"StartAt": "W", "States": {
+            "W": {"Type": "Task", "Resource": ACTIVITY, "End": true}
         }}
     });
-    let mut h = Harness::new(def, json!([10, 20, 30]));
+    merge(&mut map, extra);
+    json!({"StartAt": "M", "States": {"M": map}})
+}
+
+#[test]
+fn a_map_reruns_its_failed_iteration_then_starts_those_it_had_not_started() {
+    let mut h = Harness::new(
+        map_of_tasks(json!({"MaxConcurrency": 1})),
+        json!([10, 20, 30]),
+    );
     h.start();
     h.succeed_task(json!(1));
     assert_eq!(h.task().input, json!(20));
@@ -273,15 +279,7 @@ fn a_caught_failure_keeps_no_redrive_point_of_its_own() {
 
 #[test]
 fn a_map_past_its_tolerance_reruns_the_iteration_that_broke_it_and_those_it_abandoned() {
-    let def = json!({
-        "StartAt": "M",
-        "States": {"M": {
-            "Type": "Map", "ToleratedFailureCount": 1, "End": true,
-            "ItemProcessor": {"StartAt": "W", "States": {
-                "W": {"Type": "Task", "Resource": ACTIVITY, "End": true}
-            }}
-        }}
-    });
+    let def = map_of_tasks(json!({"ToleratedFailureCount": 1}));
     let mut h = Harness::new(def, json!([10, 20, 30, 40]));
     h.start();
     let token_of = |h: &Harness, item: i64| {
