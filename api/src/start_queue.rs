@@ -188,7 +188,7 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use std::sync::Mutex;
-    use workflow::{ExecutionInfo, HistoryPage, StartedExecution, TaskHandle};
+    use workflow::{ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle};
 
     /// A workflow that records the starts it is asked for, failing the first `unavailable`
     /// of them transiently.
@@ -233,6 +233,9 @@ mod tests {
             unimplemented!()
         }
         async fn stop_execution(&self, _: &str, _: &str, _: &str) -> Result<(), WorkflowError> {
+            unimplemented!()
+        }
+        async fn redrive_execution(&self, _: &str) -> Result<RedriveOutcome, WorkflowError> {
             unimplemented!()
         }
         async fn get_activity_task(

@@ -556,6 +556,55 @@ async fn a_poll_held_longer_than_the_sdks_stall_grace_period_still_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_execution_is_redriven_through_either_adapter_and_a_running_one_refused() {
+    let sfn = Endpoint::start(Duration::from_secs(1)).await;
+    let (aws, embedded) = sfn.saga().await;
+    let arn = aws
+        .start_execution("o-8", &order("o-8", false))
+        .await
+        .unwrap()
+        .execution_arn;
+    let adapters: [&dyn WorkflowPort; 2] = [&aws, &embedded];
+    for port in adapters {
+        let refused = port.redrive_execution(&arn).await;
+        match refused {
+            Err(WorkflowError::NotRedrivable(m)) => assert!(m.contains("RUNNING"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let d = described(&aws, &embedded, &arn).await;
+    assert_eq!(d.redrive_status.as_deref(), Some("NOT_REDRIVABLE"));
+    assert_eq!(d.redrive_count, 0);
+
+    for (round, port) in adapters.into_iter().enumerate() {
+        port.stop_execution(&arn, "Operator", "paused")
+            .await
+            .unwrap();
+        sfn.finished(&arn).await;
+        let d = described(&aws, &embedded, &arn).await;
+        assert_eq!(d.status, "ABORTED");
+        assert_eq!(d.redrive_status.as_deref(), Some("REDRIVABLE"));
+        assert_eq!(d.redrive_status_reason, None);
+        let outcome = port.redrive_execution(&arn).await.unwrap();
+        let d = described(&aws, &embedded, &arn).await;
+        assert_eq!(d.status, "RUNNING");
+        assert_eq!(d.redrive_count, round as u32 + 1);
+        assert_eq!(d.redrive_date, Some(outcome.redrive_date));
+    }
+    // Both redrives are in the history, told alike by both adapters.
+    let events = history(&aws, &embedded, &arn).await;
+    let redriven: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "ExecutionRedriven")
+        .collect();
+    assert_eq!(redriven.len(), 2);
+    assert_eq!(
+        redriven[1]["executionRedrivenEventDetails"],
+        json!({"redriveCount": 2})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn unknown_executions_and_tokens_fail_alike_through_both_adapters() {
     let sfn = Endpoint::start(Duration::from_secs(1)).await;
     let (aws, embedded) = sfn.saga().await;
@@ -576,6 +625,11 @@ async fn unknown_executions_and_tokens_fail_alike_through_both_adapters() {
         assert!(
             matches!(stopped, Err(WorkflowError::ExecutionDoesNotExist(_))),
             "{stopped:?}"
+        );
+        let redriven = port.redrive_execution(&nowhere).await;
+        assert!(
+            matches!(redriven, Err(WorkflowError::ExecutionDoesNotExist(_))),
+            "{redriven:?}"
         );
         for token in ["not a token!", ""] {
             let answered = port.send_task_success(token, &json!({})).await;

@@ -288,6 +288,108 @@ async fn a_worker_failure_fails_the_execution_with_its_error_and_cause() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_failed_execution_is_redriven_through_the_protocol() {
+    let sfn = Sfn::start().await;
+    let (sm, activity) = sfn.activity_machine("redrive").await;
+    let arn = sfn.start_execution(&sm, "e-1", json!({"n": 1})).await.ok()["executionArn"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let redrive = |token: Option<&str>| {
+        let mut body = json!({ "executionArn": arn });
+        if let Some(t) = token {
+            body["clientToken"] = json!(t);
+        }
+        sfn.call("RedriveExecution", body)
+    };
+    let message = redrive(None)
+        .await
+        .assert_error("ExecutionNotRedrivable")
+        .to_owned();
+    assert_eq!(message, "Execution is RUNNING and cannot be redriven.");
+
+    let (token, _) = sfn.task(&activity, "w").await;
+    sfn.call(
+        "SendTaskFailure",
+        json!({ "taskToken": token, "error": "Boom", "cause": "first try" }),
+    )
+    .await
+    .ok();
+    let d = sfn.finished(&arn).await;
+    assert_eq!(d["status"], "FAILED");
+    assert_eq!(d["redriveCount"], 0);
+    assert_eq!(d["redriveStatus"], "REDRIVABLE");
+    assert!(d.get("redriveDate").is_none() && d.get("redriveStatusReason").is_none());
+
+    let first = redrive(Some("token-1")).await;
+    let date = first.ok()["redriveDate"].clone();
+    assert!(date.is_f64(), "{}", first.body);
+    assert_eq!(
+        redrive(Some("token-1")).await.ok()["redriveDate"],
+        date,
+        "same token, same redrive"
+    );
+    let d = sfn
+        .call("DescribeExecution", json!({ "executionArn": arn }))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(d["status"], "RUNNING");
+    assert_eq!(d["redriveCount"], 1);
+    assert_eq!(d["redriveDate"], date);
+    assert_eq!(d["redriveStatus"], "NOT_REDRIVABLE");
+    assert_eq!(
+        d["redriveStatusReason"],
+        "Execution is RUNNING and cannot be redriven."
+    );
+    assert!(
+        d.get("error").is_none() && d.get("stopDate").is_none(),
+        "{d}"
+    );
+
+    let (token, input) = sfn.task(&activity, "w").await;
+    assert_eq!(input, json!({"n": 1}));
+    sfn.call(
+        "SendTaskSuccess",
+        json!({ "taskToken": token, "output": "{\"ok\":true}" }),
+    )
+    .await
+    .ok();
+    let d = sfn.finished(&arn).await;
+    assert_eq!(d["status"], "SUCCEEDED");
+    let events = sfn.history(&arn, json!({})).await["events"].clone();
+    let redriven = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "ExecutionRedriven")
+        .expect("an ExecutionRedriven event")
+        .clone();
+    assert_eq!(
+        redriven["executionRedrivenEventDetails"],
+        json!({"redriveCount": 1})
+    );
+    assert_eq!(redriven["id"], 7, "after ExecutionFailed (6)");
+    let listed = sfn
+        .call("ListExecutions", json!({ "stateMachineArn": sm }))
+        .await
+        .ok()["executions"][0]
+        .clone();
+    assert_eq!(listed["redriveCount"], 1);
+    assert_eq!(listed["redriveDate"], date);
+
+    sfn.call(
+        "RedriveExecution",
+        json!({ "executionArn": arn.replace("e-1", "e-none") }),
+    )
+    .await
+    .assert_error("ExecutionDoesNotExist");
+    sfn.call("RedriveExecution", json!({}))
+        .await
+        .assert_error("ValidationException");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn no_work_answers_an_empty_object_after_the_wait() {
     let sfn = Sfn::start().await;
     let activity = sfn.activity("idle").await;

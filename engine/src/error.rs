@@ -10,6 +10,9 @@ pub enum EngineError {
     ExecutionDoesNotExist(String),
     #[error("ExecutionLimitExceeded: {0}")]
     ExecutionLimitExceeded(String),
+    /// `RedriveExecution` refused: the message is AWS's reason (`redriveStatusReason`).
+    #[error("ExecutionNotRedrivable: {0}")]
+    ExecutionNotRedrivable(String),
     #[error("StateMachineDoesNotExist: {0}")]
     StateMachineDoesNotExist(String),
     #[error("StateMachineAlreadyExists: {0}")]
@@ -53,6 +56,7 @@ impl EngineError {
             EngineError::ExecutionAlreadyExists(_) => "ExecutionAlreadyExists",
             EngineError::ExecutionDoesNotExist(_) => "ExecutionDoesNotExist",
             EngineError::ExecutionLimitExceeded(_) => "ExecutionLimitExceeded",
+            EngineError::ExecutionNotRedrivable(_) => "ExecutionNotRedrivable",
             EngineError::StateMachineDoesNotExist(_) => "StateMachineDoesNotExist",
             EngineError::StateMachineAlreadyExists(_) => "StateMachineAlreadyExists",
             EngineError::StateMachineTypeNotSupported(_) => "StateMachineTypeNotSupported",
@@ -79,6 +83,7 @@ impl EngineError {
             EngineError::ExecutionAlreadyExists(m)
             | EngineError::ExecutionDoesNotExist(m)
             | EngineError::ExecutionLimitExceeded(m)
+            | EngineError::ExecutionNotRedrivable(m)
             | EngineError::StateMachineDoesNotExist(m)
             | EngineError::StateMachineAlreadyExists(m)
             | EngineError::StateMachineTypeNotSupported(m)

@@ -12,7 +12,7 @@ pub mod error;
 pub mod inspect;
 pub mod sfn;
 
-pub use driver::{Engine, EngineConfig, Stats, SyncPolicy};
+pub use driver::{Clock, Engine, EngineConfig, Stats, SyncPolicy};
 pub use error::EngineError;
 pub use inspect::Inspector;
 pub use sfn::*;

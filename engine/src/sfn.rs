@@ -76,6 +76,23 @@ pub struct StartExecutionOutput {
     pub start_date: DateTime<Utc>,
 }
 
+/// Whether `RedriveExecution` would accept the execution now (`redriveStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RedriveStatus {
+    Redrivable,
+    NotRedrivable,
+}
+
+impl RedriveStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedriveStatus::Redrivable => "REDRIVABLE",
+            RedriveStatus::NotRedrivable => "NOT_REDRIVABLE",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExecutionDescription {
     pub execution_arn: String,
@@ -90,6 +107,14 @@ pub struct ExecutionDescription {
     pub output: Option<String>,
     pub error: Option<String>,
     pub cause: Option<String>,
+    /// Times redriven; 0 until the first redrive.
+    pub redrive_count: u32,
+    /// When it was last redriven; `None` until the first redrive.
+    pub redrive_date: Option<DateTime<Utc>>,
+    /// Whether it could be redriven at the time of the call.
+    pub redrive_status: RedriveStatus,
+    /// Why not, in AWS's words, when NOT_REDRIVABLE.
+    pub redrive_status_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +125,8 @@ pub struct ExecutionListItem {
     pub status: ExecutionStatus,
     pub start_date: DateTime<Utc>,
     pub stop_date: Option<DateTime<Utc>>,
+    pub redrive_count: u32,
+    pub redrive_date: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Default)]

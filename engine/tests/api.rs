@@ -10,18 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-const LONG: Duration = Duration::from_secs(20);
+mod common;
 
-struct Db {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-fn db() -> Db {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("engine.db");
-    Db { _dir: dir, path }
-}
+use common::{Db, LONG, db};
 
 async fn open(db: &Db) -> Engine {
     Engine::open(EngineConfig::new(&db.path), None)

@@ -1,8 +1,9 @@
 //! Crash recovery: runs a workload of executions (activities with heartbeats, Waits, Retry with
-//! back-off, a Task timeout, Choice, Parallel, Map) in a child process, kills it with SIGKILL at
-//! random moments, restarts it on the same database, and checks that every execution ends with
-//! the same status, output, error and cause as an uninterrupted run of the same workload, and
-//! that each activity task's completion was applied exactly once.
+//! back-off, a Task timeout, Choice, Parallel, Map, and a redrive of those that fail) in a child
+//! process, kills it with SIGKILL at random moments, restarts it on the same database, and
+//! checks that every execution ends with the same status, output, error, cause and redrive
+//! count as an uninterrupted run of the same workload, and that each activity task's completion
+//! was applied exactly once.
 //!
 //! Run it with `cargo test --release -p engine --test crash -- --nocapture`. Environment:
 //! - `CRASH_SEEDS`: comma-separated seeds (default `1,2,3`); each seed changes the inputs and
@@ -80,6 +81,9 @@ fn definition() -> String {
             "Odd": {"Type": "Pass", "Result": "odd", "ResultPath": "$.path", "Next": "Fan"},
             "Doomed": {
                 "Type": "Task", "Resource": FLAKY,
+                "Parameters": {
+                    "n.$": "$.n", "mode.$": "$.mode", "redrives.$": "$$.Execution.RedriveCount"
+                },
                 "Retry": [{"ErrorEquals": ["Flaky"], "IntervalSeconds": 1, "MaxAttempts": 1}],
                 "End": true
             },
@@ -178,13 +182,14 @@ fn work_result(input: &Value) -> Value {
 }
 
 /// The in-process handler of `FLAKY`: always fails when `n` is a multiple of 3 (or the input is
-/// `doomed`), otherwise succeeds.
+/// `doomed` and not yet redriven), otherwise succeeds.
 struct Flaky;
 
 impl TaskHandler for Flaky {
     fn invoke(&self, request: TaskRequest) -> TaskFuture {
         let n = request.input.get("n").and_then(Value::as_u64).unwrap_or(0);
-        let doomed = request.input.get("mode").and_then(Value::as_str) == Some("doomed");
+        let doomed = request.input.get("mode").and_then(Value::as_str) == Some("doomed")
+            && request.input.get("redrives").and_then(Value::as_u64) == Some(0);
         Box::pin(async move {
             if doomed || n % 3 == 0 {
                 Err(TaskFailure {
@@ -249,6 +254,20 @@ async fn child(db: PathBuf, seed: u64, executions: usize) -> Result<()> {
             .wait_for_completion(arn, Duration::from_secs(600))
             .await?;
         ensure!(d.status.is_terminal(), "{arn} still running");
+        // A doomed execution fails once, then is redriven (once: a run killed after the redrive
+        // finds it redriven already) and succeeds.
+        if d.status == ExecutionStatus::Failed && d.redrive_count == 0 {
+            engine.redrive_execution(arn, Some("crash-redrive")).await?;
+        }
+    }
+    for arn in &arns {
+        let d = engine
+            .wait_for_completion(arn, Duration::from_secs(600))
+            .await?;
+        ensure!(
+            d.status.is_terminal(),
+            "{arn} still running after its redrive"
+        );
     }
     println!("\n{DONE_MARKER}");
     engine.shutdown().await;
@@ -488,6 +507,7 @@ struct Ended {
     output: Option<Value>,
     error: Option<String>,
     cause: Option<String>,
+    redrive_count: u32,
     /// `ActivitySucceeded` events.
     activity_successes: usize,
     /// `TaskStateExited` events of states answered by a worker.
@@ -544,6 +564,7 @@ async fn collect(db: &Path) -> Result<BTreeMap<String, Ended>> {
             output: d.output.as_deref().map(serde_json::from_str).transpose()?,
             error: d.error,
             cause: d.cause,
+            redrive_count: d.redrive_count,
             activity_successes: events
                 .iter()
                 .filter(|e| e.event_type == "ActivitySucceeded")
@@ -610,17 +631,21 @@ fn compare(
             problems.push(format!("{name}: missing from the crashed run"));
             continue;
         };
-        if (g.status, &g.output, &g.error, &g.cause) != (w.status, &w.output, &w.error, &w.cause) {
+        if (g.status, &g.output, &g.error, &g.cause, g.redrive_count)
+            != (w.status, &w.output, &w.error, &w.cause, w.redrive_count)
+        {
             problems.push(format!(
-                "{name}: ended {} output={} error={:?} cause={:?}; uninterrupted: {} output={} error={:?} cause={:?}",
+                "{name}: ended {} output={} error={:?} cause={:?} redrives={}; uninterrupted: {} output={} error={:?} cause={:?} redrives={}",
                 g.status.as_str(),
                 g.output.as_ref().map(Value::to_string).unwrap_or_default(),
                 g.error,
                 g.cause,
+                g.redrive_count,
                 w.status.as_str(),
                 w.output.as_ref().map(Value::to_string).unwrap_or_default(),
                 w.error,
                 w.cause,
+                w.redrive_count,
             ));
         }
         if g.activity_successes != g.worked_exits || g.activity_successes != w.activity_successes {

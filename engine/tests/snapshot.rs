@@ -1,6 +1,8 @@
 //! The execution snapshot as a stored format: a snapshot the engine wrote mid-flight (checked in,
-//! `fixtures/snapshot-v1.json`) still decodes and runs to its end, and a snapshot that cannot be
-//! read fails its execution visibly instead of leaving it RUNNING.
+//! `fixtures/snapshot-v1.json`) still decodes and runs to its end, so does the redrive point kept
+//! when that execution is stopped (`fixtures/snapshot-v1-redrive-point.json`), and a snapshot
+//! that cannot be read fails its execution visibly instead of leaving it RUNNING, with nothing
+//! to redrive.
 
 use chrono::{DateTime, TimeZone, Utc};
 use engine::core::{Action, Event, ExecInfo, ExecState, FrameWait, Interpreter, Seed, snapshot};
@@ -96,8 +98,22 @@ fn the_v1_snapshot_decodes_and_its_execution_runs_to_the_expected_result() {
     );
 
     // The execution goes on from there.
-    let definition = engine::asl::parse(&fixture_definition()).expect("the definition parses");
-    let info = ExecInfo {
+    let ended = run_to_end(&mut state, token, wait_timer);
+    assert_eq!(ended.status, ExecutionStatus::Succeeded);
+    assert_eq!(ended.output, Some(expected_output()));
+}
+
+/// What the fixture's execution outputs when every task succeeds.
+fn expected_output() -> Value {
+    json!({
+        "greeting": "hello",
+        "count": 2,
+        "results": [[{"done": "a"}, {"done": "b"}], "waited"]
+    })
+}
+
+fn fixture_info() -> ExecInfo {
+    ExecInfo {
         execution_arn: "arn:aws:states:us-east-1:123456789012:execution:snapshot:v1".to_owned(),
         name: "v1".to_owned(),
         state_machine_arn: "arn:aws:states:us-east-1:123456789012:stateMachine:snapshot".to_owned(),
@@ -105,7 +121,14 @@ fn the_v1_snapshot_decodes_and_its_execution_runs_to_the_expected_result() {
         role_arn: "arn:aws:iam::123456789012:role/StepFunctionsEngine".to_owned(),
         start_time: Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap(),
         input: fixture_input(),
-    };
+    }
+}
+
+/// Applies `events` in turn to the fixture's execution, one hour after it started; returns what
+/// each step did.
+fn apply_all(state: &mut ExecState, events: Vec<Event>) -> Vec<engine::core::Applied> {
+    let definition = engine::asl::parse(&fixture_definition()).expect("the definition parses");
+    let info = fixture_info();
     let is_activity = |r: &str| r == ACTIVITY;
     let it = Interpreter {
         definition: &definition,
@@ -113,67 +136,122 @@ fn the_v1_snapshot_decodes_and_its_execution_runs_to_the_expected_result() {
         is_activity: &is_activity,
     };
     let now: DateTime<Utc> = Utc.with_ymd_and_hms(2030, 1, 1, 1, 0, 0).unwrap();
-    let first_new_event = state.last_event_id + 1;
-    let mut steps = 0;
-    let mut apply = |state: &mut ExecState, event: Event| {
-        steps += 1;
-        it.apply(state, event, now, Seed::from_u64(steps))
-    };
+    let mut applied = Vec::new();
+    for event in events {
+        let seed = Seed::from_u64(applied.len() as u64 + 1);
+        applied.push(it.apply(state, event, now, seed));
+    }
+    applied
+}
 
-    let done_a = apply(
-        &mut state,
-        Event::TaskSucceeded {
-            token,
-            output: json!({"done": "a"}),
-        },
-    );
-    assert_eq!(done_a.events[0].id, first_new_event);
-    let next = done_a
-        .actions
+fn scheduled(step: &engine::core::Applied) -> Vec<engine::core::ScheduledTask> {
+    step.actions
         .iter()
-        .find_map(|a| match a {
+        .filter_map(|a| match a {
             Action::ScheduleTask(t) => Some(t.clone()),
             _ => None,
         })
+        .collect()
+}
+
+/// Runs the fixture's execution from `state` to its end: item a's task (`token`) answered, item
+/// b's then scheduled, taken and answered, the Pause branch's timer fired.
+fn run_to_end(state: &mut ExecState, token: String, wait_timer: u64) -> engine::core::ExecutionEnd {
+    let first_new_event = state.last_event_id + 1;
+    let done_a = apply_all(
+        state,
+        vec![Event::TaskSucceeded {
+            token,
+            output: json!({"done": "a"}),
+        }],
+    );
+    assert_eq!(done_a[0].events[0].id, first_new_event);
+    let next = scheduled(&done_a[0])
+        .pop()
         .expect("the Map's second item is scheduled");
     assert_eq!(next.input, json!({"item": "b", "index": 1}));
-    apply(
-        &mut state,
-        Event::TaskStarted {
-            token: next.token.clone(),
-            worker_name: Some("w".to_owned()),
-        },
+    let rest = apply_all(
+        state,
+        vec![
+            Event::TaskStarted {
+                token: next.token.clone(),
+                worker_name: Some("w".to_owned()),
+            },
+            Event::TaskSucceeded {
+                token: next.token,
+                output: json!({"done": "b"}),
+            },
+            Event::TimerFired {
+                timer_id: wait_timer,
+            },
+        ],
     );
-    apply(
-        &mut state,
-        Event::TaskSucceeded {
-            token: next.token,
-            output: json!({"done": "b"}),
-        },
-    );
-    let end = apply(
-        &mut state,
-        Event::TimerFired {
-            timer_id: wait_timer,
-        },
-    );
-    let ended = end
+    rest[2]
         .actions
         .iter()
         .find_map(|a| match a {
             Action::Finish(e) => Some(e.clone()),
             _ => None,
         })
-        .expect("the execution ends");
-    assert_eq!(ended.status, ExecutionStatus::Succeeded);
-    assert_eq!(
-        ended.output,
-        Some(json!({
-            "greeting": "hello",
-            "count": 2,
-            "results": [[{"done": "a"}, {"done": "b"}], "waited"]
-        }))
+        .expect("the execution ends")
+}
+
+// ---- a redrive point --------------------------------------------------------------------------
+
+/// The fixture's execution stopped (ABORTED): what the engine keeps of an unsuccessful execution
+/// for a redrive, as it stores it.
+fn stopped_fixture() -> ExecState {
+    let bytes = std::fs::read(fixture("snapshot-v1.json")).expect("the fixture");
+    let mut state = snapshot::decode(&bytes).expect("today's format decodes");
+    apply_all(
+        &mut state,
+        vec![Event::Stop {
+            error: Some("Operator".to_owned()),
+            cause: None,
+        }],
     );
+    state
+}
+
+#[test]
+fn the_v1_redrive_point_decodes_and_its_redrive_runs_to_the_expected_result() {
+    let bytes = std::fs::read(fixture("snapshot-v1-redrive-point.json")).expect("the fixture");
+    let mut state = snapshot::decode(&bytes).expect("the redrive point decodes");
+    assert_eq!(state.status, ExecutionStatus::Aborted);
+    assert!(state.frames.is_empty());
+    let parked: Vec<&str> = state.resume.values().map(|f| f.state.as_str()).collect();
+    assert!(
+        parked.contains(&"Work") && parked.contains(&"Pause"),
+        "{parked:?}"
+    );
+    assert_eq!(state.redrive_count, 0);
+
+    let redriven = apply_all(&mut state, vec![Event::Redrive]).remove(0);
+    assert_eq!(redriven.events[0].event_type, "ExecutionRedriven");
+    assert_eq!(state.redrive_count, 1);
+    let work = scheduled(&redriven).pop().expect("item a's task, again");
+    assert_eq!(work.input, json!({"item": "a", "index": 0}));
+    let wait_timer = redriven
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::StartTimer { timer_id, .. } => Some(*timer_id),
+            _ => None,
+        })
+        .expect("the Pause branch waits again");
+    let ended = run_to_end(&mut state, work.token, wait_timer);
+    assert_eq!(ended.status, ExecutionStatus::Succeeded);
+    assert_eq!(ended.output, Some(expected_output()));
+}
+
+/// Writes `fixtures/snapshot-v1-redrive-point.json` (the v1 fixture's execution stopped): run by
+/// hand like `write_a_snapshot_fixture`
+/// (`REDRIVE_FIXTURE_OUT=engine/tests/fixtures/snapshot-v1-redrive-point.json`).
+#[test]
+#[ignore = "writes a fixture file; run by hand for a new snapshot format version"]
+fn write_a_redrive_point_fixture() {
+    let out = std::env::var_os("REDRIVE_FIXTURE_OUT").expect("set REDRIVE_FIXTURE_OUT");
+    std::fs::write(out, snapshot::encode(&stopped_fixture())).unwrap();
 }
 
 /// Writes a snapshot like the checked-in one, from a real engine: run by hand, only to add the
@@ -360,6 +438,15 @@ async fn a_worker_is_handed_the_next_task_not_one_whose_execution_cannot_be_read
     let described = engine.describe_execution(&torn).await.unwrap();
     assert_eq!(described.status, ExecutionStatus::Failed);
     assert_eq!(described.error.as_deref(), Some("States.Runtime"));
+    assert_eq!(
+        described.redrive_status,
+        engine::RedriveStatus::NotRedrivable
+    );
+    let refused = engine.redrive_execution(&torn, None).await;
+    assert!(
+        matches!(refused, Err(EngineError::ExecutionNotRedrivable(_))),
+        "{refused:?}"
+    );
 
     engine
         .send_task_success(&task.task_token, r#"{"ok": true}"#)

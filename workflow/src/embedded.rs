@@ -4,7 +4,8 @@
 
 use crate::definition::{self, Activity, STATE_MACHINE_NAME};
 use crate::port::{
-    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
+    WorkflowPort,
 };
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
@@ -73,6 +74,7 @@ fn map_error(e: EngineError) -> WorkflowError {
         }
         EngineError::ExecutionDoesNotExist(m) => WorkflowError::ExecutionDoesNotExist(m),
         EngineError::ExecutionAlreadyExists(m) => WorkflowError::ExecutionAlreadyExists(m),
+        EngineError::ExecutionNotRedrivable(m) => WorkflowError::NotRedrivable(m),
         EngineError::Unavailable(m) => WorkflowError::Unavailable(m),
         e @ (EngineError::ExecutionLimitExceeded(_)
         | EngineError::StateMachineDoesNotExist(_)
@@ -179,6 +181,10 @@ impl WorkflowPort for EmbeddedWorkflow {
             output,
             error: d.error,
             cause: d.cause,
+            redrive_count: d.redrive_count,
+            redrive_date: d.redrive_date,
+            redrive_status: Some(d.redrive_status.as_str().to_owned()),
+            redrive_status_reason: d.redrive_status_reason,
         })
     }
 
@@ -220,6 +226,18 @@ impl WorkflowPort for EmbeddedWorkflow {
             .await
             .map(drop)
             .map_err(map_error)
+    }
+
+    async fn redrive_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<RedriveOutcome, WorkflowError> {
+        let redrive_date = self
+            .engine
+            .redrive_execution(execution_arn, None)
+            .await
+            .map_err(map_error)?;
+        Ok(RedriveOutcome { redrive_date })
     }
 
     async fn get_activity_task(
@@ -270,5 +288,34 @@ impl WorkflowPort for EmbeddedWorkflow {
             .send_task_heartbeat(task_token)
             .await
             .map_err(map_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_redrive_is_its_own_error_and_not_transient() {
+        let reason = "Execution is SUCCEEDED and cannot be redriven.";
+        let e = map_error(EngineError::ExecutionNotRedrivable(reason.to_owned()));
+        assert_eq!(e, WorkflowError::NotRedrivable(reason.to_owned()));
+        assert!(!e.is_transient());
+    }
+
+    #[tokio::test]
+    async fn redriving_an_unknown_execution_says_it_does_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(engine::EngineConfig::new(dir.path().join("e.db")), None)
+            .await
+            .unwrap();
+        let workflow = EmbeddedWorkflow::setup(engine.clone()).await.unwrap();
+        let arn = workflow.execution_arn("o-none");
+        let e = workflow.redrive_execution(&arn).await.unwrap_err();
+        assert!(
+            matches!(e, WorkflowError::ExecutionDoesNotExist(_)),
+            "{e:?}"
+        );
+        engine.shutdown().await;
     }
 }

@@ -14,7 +14,8 @@ pub use aws::AwsWorkflow;
 pub use definition::{ErrorName, SagaInput, SagaSettings};
 pub use embedded::EmbeddedWorkflow;
 pub use port::{
-    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
+    WorkflowPort,
 };
 pub use workers::{
     RunningPool, SagaWorkers, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings,

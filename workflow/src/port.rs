@@ -21,6 +21,11 @@ pub enum WorkflowError {
     /// A name was reused for another execution with a different input.
     #[error("execution already exists: {0}")]
     ExecutionAlreadyExists(String),
+    /// `redrive_execution` refused: the execution is running or succeeded, closed too long
+    /// ago, or its history is full. The text is the workflow service's reason. Not transient:
+    /// the same call is refused again.
+    #[error("execution not redrivable: {0}")]
+    NotRedrivable(String),
     /// Throttled, unreachable or shutting down: the same call may work later.
     #[error("workflow service unavailable: {0}")]
     Unavailable(String),
@@ -54,6 +59,22 @@ pub struct ExecutionInfo {
     pub output: Option<Value>,
     pub error: Option<String>,
     pub cause: Option<String>,
+    /// Times the execution was redriven.
+    pub redrive_count: u32,
+    /// When it was last redriven.
+    pub redrive_date: Option<DateTime<Utc>>,
+    /// `REDRIVABLE` or `NOT_REDRIVABLE` (whether `redrive_execution` would accept it now), when
+    /// the workflow service tells.
+    pub redrive_status: Option<String>,
+    /// Why not, when `NOT_REDRIVABLE`.
+    pub redrive_status_reason: Option<String>,
+}
+
+/// What a redrive did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedriveOutcome {
+    /// When the execution was redriven (for a repeated request, the redrive it repeats).
+    pub redrive_date: DateTime<Utc>,
 }
 
 /// A task handed to a worker.
@@ -99,6 +120,13 @@ pub trait WorkflowPort: Send + Sync {
         error: &str,
         cause: &str,
     ) -> Result<(), WorkflowError>;
+
+    /// Step Functions' RedriveExecution: a FAILED, ABORTED or TIMED_OUT execution closed less
+    /// than 14 days ago runs again from the states where it stopped, under the same ARN, input
+    /// and definition; the states that had finished are not run again. `NotRedrivable` when it
+    /// may not be redriven.
+    async fn redrive_execution(&self, execution_arn: &str)
+    -> Result<RedriveOutcome, WorkflowError>;
 
     /// Long-polls `activity_arn` for at most `wait`; `None` when no task came.
     async fn get_activity_task(

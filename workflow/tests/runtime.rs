@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
 use workflow::port::HistoryPage;
 use workflow::{
-    EmbeddedWorkflow, ExecutionInfo, StartedExecution, Step, StepOutcome, StepTask, TaskHandle,
-    WorkerPool, WorkerSettings, WorkflowError, WorkflowPort,
+    EmbeddedWorkflow, ExecutionInfo, RedriveOutcome, StartedExecution, Step, StepOutcome, StepTask,
+    TaskHandle, WorkerPool, WorkerSettings, WorkflowError, WorkflowPort,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -479,6 +479,9 @@ impl WorkflowPort for Flaky {
         cause: &str,
     ) -> Result<(), WorkflowError> {
         self.inner.stop_execution(arn, error, cause).await
+    }
+    async fn redrive_execution(&self, arn: &str) -> Result<RedriveOutcome, WorkflowError> {
+        self.inner.redrive_execution(arn).await
     }
     async fn get_activity_task(
         &self,

@@ -108,6 +108,7 @@ async fn dispatch(State(endpoint): State<Endpoint>, headers: HeaderMap, body: By
             "DescribeExecution" => answer(ops::describe_execution(engine, parse(&body)?).await),
             "ListExecutions" => answer(ops::list_executions(engine, parse(&body)?).await),
             "StopExecution" => answer(ops::stop_execution(engine, parse(&body)?).await),
+            "RedriveExecution" => answer(ops::redrive_execution(engine, parse(&body)?).await),
             "GetExecutionHistory" => {
                 answer(ops::get_execution_history(engine, parse(&body)?).await)
             }

@@ -4,8 +4,8 @@
 use super::SfnError;
 use chrono::{DateTime, Utc};
 use engine::{
-    Engine, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput, StartExecutionInput,
-    Timestamps,
+    Engine, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput, RedriveStatus,
+    StartExecutionInput, Timestamps,
 };
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
@@ -205,6 +205,15 @@ pub struct DescribeExecutionOut {
     error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cause: Option<String>,
+    redrive_count: u32,
+    #[serde(
+        serialize_with = "ser_epoch_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    redrive_date: Option<DateTime<Utc>>,
+    redrive_status: RedriveStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redrive_status_reason: Option<String>,
 }
 
 pub async fn describe_execution(
@@ -224,6 +233,10 @@ pub async fn describe_execution(
         output: d.output,
         error: d.error,
         cause: d.cause,
+        redrive_count: d.redrive_count,
+        redrive_date: d.redrive_date,
+        redrive_status: d.redrive_status,
+        redrive_status_reason: d.redrive_status_reason,
     })
 }
 
@@ -250,6 +263,12 @@ pub struct ExecutionItem {
         skip_serializing_if = "Option::is_none"
     )]
     stop_date: Option<DateTime<Utc>>,
+    redrive_count: u32,
+    #[serde(
+        serialize_with = "ser_epoch_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    redrive_date: Option<DateTime<Utc>>,
 }
 
 #[derive(Serialize)]
@@ -283,6 +302,8 @@ pub async fn list_executions(
                 status: e.status,
                 start_date: e.start_date,
                 stop_date: e.stop_date,
+                redrive_count: e.redrive_count,
+                redrive_date: e.redrive_date,
             })
             .collect(),
         next_token: listed.next_token,
@@ -313,6 +334,31 @@ pub async fn stop_execution(
         .stop_execution(&arn, req.error.as_deref(), req.cause.as_deref())
         .await?;
     Ok(StopExecutionOut { stop_date })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedriveExecutionIn {
+    execution_arn: Option<String>,
+    client_token: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedriveExecutionOut {
+    #[serde(serialize_with = "ser_epoch")]
+    redrive_date: DateTime<Utc>,
+}
+
+pub async fn redrive_execution(
+    engine: &Engine,
+    req: RedriveExecutionIn,
+) -> Result<RedriveExecutionOut, SfnError> {
+    let arn = required(req.execution_arn, "executionArn")?;
+    let redrive_date = engine
+        .redrive_execution(&arn, req.client_token.as_deref())
+        .await?;
+    Ok(RedriveExecutionOut { redrive_date })
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,6 @@
 //! The context object (`$$`) a state sees.
 
-use super::{ExecInfo, Frame};
+use super::{ExecInfo, ExecState, Frame};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
@@ -12,6 +12,7 @@ pub fn timestamp(t: DateTime<Utc>) -> String {
 /// `retryable`: the state is a Task, Parallel or Map, whose context shows `RetryCount`.
 pub fn build(
     info: &ExecInfo,
+    st: &ExecState,
     frame: &Frame,
     retryable: bool,
     token: Option<&str>,
@@ -19,17 +20,19 @@ pub fn build(
 ) -> Value {
     let retry_count: u32 = frame.retry_counts.iter().sum();
     let mut ctx = Map::new();
-    ctx.insert(
-        "Execution".to_owned(),
-        json!({
-            "Id": info.execution_arn,
-            "Input": info.input,
-            "StartTime": timestamp(info.start_time),
-            "Name": info.name,
-            "RoleArn": info.role_arn,
-            "RedriveCount": 0,
-        }),
-    );
+    let mut execution = json!({
+        "Id": info.execution_arn,
+        "Input": info.input,
+        "StartTime": timestamp(info.start_time),
+        "Name": info.name,
+        "RoleArn": info.role_arn,
+        "RedriveCount": st.redrive_count,
+    });
+    // AWS documents RedriveTime as present only once the execution has been redriven.
+    if let Some(t) = st.redrive_time {
+        execution["RedriveTime"] = json!(timestamp(t));
+    }
+    ctx.insert("Execution".to_owned(), execution);
     ctx.insert(
         "StateMachine".to_owned(),
         json!({ "Id": info.state_machine_arn, "Name": info.state_machine_name }),

@@ -28,6 +28,23 @@ pub struct ExecState {
     /// The threads of control: the root frame (id 0) and one per running Parallel branch or Map
     /// iteration.
     pub frames: BTreeMap<u64, Frame>,
+    /// Once the execution is FAILED, ABORTED or TIMED_OUT: where its frames stood when it
+    /// stopped (the failing state, the aborted tasks and waits, the Parallel and Map states
+    /// with the results their finished children had given), which a redrive resumes. Empty
+    /// while it runs, and after a success. Absent from snapshots written before redrive
+    /// existed, which were all of running executions.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resume: BTreeMap<u64, Frame>,
+    /// How many times the execution was redriven (`$$.Execution.RedriveCount`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redrive_count: u32,
+    /// When it was last redriven (`$$.Execution.RedriveTime`, absent until the first redrive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive_time: Option<DateTime<Utc>>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Default for ExecState {
@@ -38,6 +55,9 @@ impl Default for ExecState {
             next_frame_id: 1,
             next_timer_id: 1,
             frames: BTreeMap::new(),
+            resume: BTreeMap::new(),
+            redrive_count: 0,
+            redrive_time: None,
         }
     }
 }
@@ -126,6 +146,12 @@ pub(crate) struct Run<'i, 's> {
     pub random: Randomness,
     /// Parents whose children are being started right now (see `children::launch`).
     pub launching: Vec<u64>,
+    /// While a failure (or a stop, or the execution's timeout) is being handled: each frame it
+    /// has aborted or changed, as it was before (see [`Run::preserve`]). Kept as the redrive
+    /// point if the execution ends, dropped as soon as a Retry, a Catch or a Map's tolerance
+    /// handles the failure. Only the frames a failure touches are copied, so a Map that
+    /// tolerates many failing iterations does not copy all of its iterations for each.
+    pub failing: Option<BTreeMap<u64, Frame>>,
     out: Applied,
 }
 
@@ -142,6 +168,7 @@ impl<'i, 's> Run<'i, 's> {
             now,
             random: Randomness::new(seed),
             launching: Vec::new(),
+            failing: None,
             out: Applied::default(),
         }
     }
@@ -206,7 +233,14 @@ impl<'i, 's> Run<'i, 's> {
             self.state_of(id).kind,
             Kind::Task(_) | Kind::Parallel(_) | Kind::Map(_)
         );
-        super::context::build(self.it.info, self.frame(id), retryable, token, item)
+        super::context::build(
+            self.it.info,
+            self.st,
+            self.frame(id),
+            retryable,
+            token,
+            item,
+        )
     }
 
     /// Evaluates `f` with a scope whose `$` is `input`, for frame `id`.
@@ -232,7 +266,7 @@ impl<'i, 's> Run<'i, 's> {
     // ---- events -------------------------------------------------------------------------
 
     pub fn handle(&mut self, event: Event) {
-        if self.st.status.is_terminal() && !matches!(event, Event::Start) {
+        if self.st.status.is_terminal() && !matches!(event, Event::Start | Event::Redrive) {
             return;
         }
         match event {
@@ -249,16 +283,19 @@ impl<'i, 's> Run<'i, 's> {
             Event::TaskTimedOut { token, kind } => states::task::timed_out(self, &token, kind),
             Event::TimerFired { timer_id } => self.timer_fired(timer_id),
             Event::ExecutionTimedOut => {
+                self.failing = Some(BTreeMap::new());
                 self.abort_all();
                 self.emit(None, "ExecutionTimedOut", Some(json!({})));
                 self.end(ExecutionStatus::TimedOut, None, None, None);
             }
             Event::Stop { error, cause } => {
+                self.failing = Some(BTreeMap::new());
                 self.abort_all();
                 let details = history::error_details(error.as_deref(), cause.as_deref());
                 self.emit(None, "ExecutionAborted", Some(details));
                 self.end(ExecutionStatus::Aborted, None, error, cause);
             }
+            Event::Redrive => super::redrive::resume(self),
         }
     }
 
@@ -450,6 +487,7 @@ impl<'i, 's> Run<'i, 's> {
             if let Some((index, delay)) =
                 errors::next_retry(state.kind.retriers(), counts, &failure, &self.random)
             {
+                self.failing = None;
                 self.frame_mut(id).retry_counts[index] += 1;
                 let due = self.now + delay;
                 let timer_id = self.new_timer(due);
@@ -457,6 +495,7 @@ impl<'i, 's> Run<'i, 's> {
                 return;
             }
             if let Some(catcher) = errors::find_catcher(state.kind.catchers(), &failure) {
+                self.failing = None;
                 let error_output = failure.to_output();
                 let assigned =
                     match self.evaluate_assign(id, catcher.assign.as_ref(), &error_output) {
@@ -482,6 +521,9 @@ impl<'i, 's> Run<'i, 's> {
 
     /// The frame cannot go on: fail its parent state, or the execution.
     pub fn frame_failed(&mut self, id: u64, failure: Failure) {
+        if self.failing.is_none() {
+            self.failing = Some(BTreeMap::new());
+        }
         let parent = self.frame(id).parent;
         self.abort_frame(id);
         match parent {
@@ -519,8 +561,18 @@ impl<'i, 's> Run<'i, 's> {
         }
     }
 
+    /// Keeps frame `id` as it is now in the redrive point of the failure being handled, unless
+    /// that failure already changed it: called before a failure changes or removes a frame, so
+    /// that the redrive point holds every frame as it stood when the failure began.
+    pub fn preserve(&mut self, id: u64) {
+        if let (Some(kept), Some(frame)) = (&mut self.failing, self.st.frames.get(&id)) {
+            kept.entry(id).or_insert_with(|| frame.clone());
+        }
+    }
+
     /// Removes a frame and everything below it, closing its tasks and timers.
     pub fn abort_frame(&mut self, id: u64) {
+        self.preserve(id);
         let Some(frame) = self.st.frames.remove(&id) else {
             return;
         };
@@ -561,6 +613,8 @@ impl<'i, 's> Run<'i, 's> {
     ) {
         self.st.status = status;
         self.st.frames.clear();
+        // An unsuccessful end keeps where it stopped; a success has nothing to redrive.
+        self.st.resume = self.failing.take().unwrap_or_default();
         self.action(Action::Finish(ExecutionEnd {
             status,
             output,

@@ -7,6 +7,7 @@ mod context;
 mod errors;
 pub mod history;
 mod machine;
+pub mod redrive;
 pub mod snapshot;
 mod states;
 #[cfg(test)]
@@ -72,6 +73,9 @@ pub enum Event {
         error: Option<String>,
         cause: Option<String>,
     },
+    /// `RedriveExecution`: a FAILED, ABORTED or TIMED_OUT execution runs again from where it
+    /// stopped (see [`redrive`]).
+    Redrive,
 }
 
 /// A task the interpreter scheduled, which the driver must make available (activity queue or

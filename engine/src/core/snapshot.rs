@@ -1,6 +1,7 @@
-//! The execution snapshot, a stored format: the [`ExecState`] of every RUNNING execution, kept in
-//! the `executions.snapshot` column and read back by later builds after a restart or an upgrade.
-//! Its encoding and decoding live here and nowhere else.
+//! The execution snapshot, a stored format: the [`ExecState`] of every RUNNING execution (and
+//! the redrive point of every unsuccessful one), kept in the `executions.snapshot` column and
+//! read back by later builds after a restart or an upgrade. Its encoding and decoding live here
+//! and nowhere else.
 //!
 //! # The format
 //!
@@ -8,9 +9,14 @@
 //! [`super::FrameWait`], `Children`, `ChildKind`, `Tolerance`, `ExecutionStatus`): fields by
 //! their Rust names, enums externally tagged by variant name, frame ids as object keys. There is
 //! no version marker: every snapshot written so far is version 1, which
-//! `engine/tests/fixtures/snapshot-v1.json` pins (a test decodes it and runs it to its end). A
-//! snapshot also points outside itself: timer ids and task tokens name rows of the `timers` and
-//! `tasks` tables, and state names and machine paths name states of the stored definition.
+//! `engine/tests/fixtures/snapshot-v1.json` pins (a test decodes it and runs it to its end). An
+//! execution that ended FAILED, ABORTED or TIMED_OUT keeps its snapshot as its redrive point: the
+//! same format, `frames` empty and `resume` holding where it stopped;
+//! `engine/tests/fixtures/snapshot-v1-redrive-point.json` pins that (a test redrives it to its
+//! end). The fields redrive added (`resume`, `redrive_count`, `redrive_time`) default to what
+//! older snapshots meant and are not written while they hold that default. A snapshot also
+//! points outside itself: timer ids and task tokens name rows of the `timers` and `tasks`
+//! tables, and state names and machine paths name states of the stored definition.
 //!
 //! # Compatibility
 //!

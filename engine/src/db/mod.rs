@@ -11,7 +11,8 @@ use std::path::Path;
 pub type Result<T> = std::result::Result<T, rusqlite::Error>;
 
 /// Each entry moves the schema one version forward; applied in order, once.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE state_machines (
     arn        TEXT PRIMARY KEY,
     name       TEXT NOT NULL UNIQUE,
@@ -75,7 +76,21 @@ CREATE TABLE timers (
     PRIMARY KEY (exec_id, kind, ref)
 ) WITHOUT ROWID;
 CREATE INDEX timers_by_due ON timers (due_ms);
-"#];
+"#,
+    r#"
+-- RedriveExecution. A FAILED, ABORTED or TIMED_OUT execution keeps its snapshot: where it
+-- stopped, which a redrive resumes.
+ALTER TABLE executions ADD COLUMN redrive_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE executions ADD COLUMN redrive_ms INTEGER;
+-- The client tokens of successful redrives, answered again for 15 minutes.
+CREATE TABLE redrive_tokens (
+    exec_id INTEGER NOT NULL,
+    token   TEXT NOT NULL,
+    used_ms INTEGER NOT NULL,
+    PRIMARY KEY (exec_id, token)
+) WITHOUT ROWID;
+"#,
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimerKind {
@@ -119,6 +134,10 @@ pub struct ExecutionRow {
     pub cause: Option<String>,
     pub start_ms: i64,
     pub stop_ms: Option<i64>,
+    pub redrive_count: u32,
+    pub redrive_ms: Option<i64>,
+    /// A snapshot is stored: while RUNNING, the state; once closed, the redrive point.
+    pub has_snapshot: bool,
 }
 
 /// Where a task is, as the `tasks` table's `status` column holds it (the queries name these
@@ -170,8 +189,8 @@ pub struct Store {
 /// A history row: id, previous event id, timestamp (ms), type, details (JSON).
 pub type EventRow = (i64, i64, i64, String, Option<String>);
 
-const EXECUTION_COLUMNS: &str =
-    "id, arn, sm_arn, name, status, input, output, error, cause, start_ms, stop_ms";
+const EXECUTION_COLUMNS: &str = "id, arn, sm_arn, name, status, input, output, error, cause, \
+     start_ms, stop_ms, redrive_count, redrive_ms, snapshot IS NOT NULL";
 
 fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
     let status: String = r.get(4)?;
@@ -187,6 +206,9 @@ fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
         cause: r.get(8)?,
         start_ms: r.get(9)?,
         stop_ms: r.get(10)?,
+        redrive_count: r.get(11)?,
+        redrive_ms: r.get(12)?,
+        has_snapshot: r.get(13)?,
     })
 }
 
@@ -386,6 +408,8 @@ impl Store {
         Ok(())
     }
 
+    /// Closes an execution; `redrive_point` is the snapshot a redrive would resume (kept for an
+    /// unsuccessful end that has one), else the snapshot is dropped.
     #[allow(clippy::too_many_arguments)]
     pub fn close_execution(
         &self,
@@ -395,12 +419,64 @@ impl Store {
         error: Option<&str>,
         cause: Option<&str>,
         stop_ms: i64,
+        redrive_point: Option<&[u8]>,
     ) -> Result<()> {
         self.conn
             .prepare_cached(
-                "UPDATE executions SET status = ?, output = ?, error = ?, cause = ?, stop_ms = ?, snapshot = NULL WHERE id = ?",
+                "UPDATE executions SET status = ?, output = ?, error = ?, cause = ?, stop_ms = ?, snapshot = ? WHERE id = ?",
             )?
-            .execute(params![status.as_str(), output, error, cause, stop_ms, id])?;
+            .execute(params![status.as_str(), output, error, cause, stop_ms, redrive_point, id])?;
+        Ok(())
+    }
+
+    /// A redriven execution is RUNNING again: its end is forgotten, its redrive counted.
+    pub fn reopen_execution(&self, id: i64, redrive_ms: i64) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "UPDATE executions SET status = 'RUNNING', output = NULL, error = NULL, cause = NULL, \
+                 stop_ms = NULL, redrive_count = redrive_count + 1, redrive_ms = ? WHERE id = ?",
+            )?
+            .execute(params![redrive_ms, id])?;
+        Ok(())
+    }
+
+    /// When the redrive that `token` made happened, if it was at `since_ms` or later.
+    pub fn redrive_by_token(
+        &self,
+        exec_id: i64,
+        token: &str,
+        since_ms: i64,
+    ) -> Result<Option<i64>> {
+        self.conn
+            .prepare_cached(
+                "SELECT used_ms FROM redrive_tokens WHERE exec_id = ? AND token = ? AND used_ms >= ?",
+            )?
+            .query_row(params![exec_id, token, since_ms], |r| r.get(0))
+            .optional()
+    }
+
+    /// Remembers the client token of a successful redrive, keeping only the execution's `keep`
+    /// latest tokens and none used before `since_ms`.
+    pub fn record_redrive_token(
+        &self,
+        exec_id: i64,
+        token: &str,
+        used_ms: i64,
+        keep: u32,
+        since_ms: i64,
+    ) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO redrive_tokens (exec_id, token, used_ms) VALUES (?, ?, ?) \
+                 ON CONFLICT (exec_id, token) DO UPDATE SET used_ms = excluded.used_ms",
+            )?
+            .execute(params![exec_id, token, used_ms])?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM redrive_tokens WHERE exec_id = ?1 AND (used_ms < ?2 OR token NOT IN \
+                 (SELECT token FROM redrive_tokens WHERE exec_id = ?1 ORDER BY used_ms DESC LIMIT ?3))",
+            )?
+            .execute(params![exec_id, since_ms, keep])?;
         Ok(())
     }
 

@@ -5,11 +5,11 @@
 mod writer;
 
 use crate::arn;
-use crate::core::history;
+use crate::core::{history, redrive};
 use crate::db::Store;
 use crate::error::EngineError;
 use crate::sfn::*;
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -29,6 +29,37 @@ pub enum SyncPolicy {
     Normal,
 }
 
+/// Where the engine reads the time: the system clock, or one a test moves.
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>);
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock(Arc::new(Utc::now))
+    }
+
+    /// A clock that reads `now` (e.g. the system time plus an offset a test advances).
+    pub fn from_fn(now: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(now))
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.0)()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::system()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Clock")
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     pub db_path: PathBuf,
@@ -42,6 +73,8 @@ pub struct EngineConfig {
     /// Called on the writer thread before it runs: e.g. to lower its scheduling priority
     /// below the threads that answer requests. Default none.
     pub on_writer_start: Option<fn()>,
+    /// The time every step, timer and redrive check reads. Default the system clock.
+    pub clock: Clock,
 }
 
 impl EngineConfig {
@@ -53,6 +86,7 @@ impl EngineConfig {
             sync: SyncPolicy::Full,
             max_batch: 4096,
             on_writer_start: None,
+            clock: Clock::system(),
         }
     }
 }
@@ -255,7 +289,7 @@ impl Engine {
             name: r.name,
             definition: r.definition,
             role_arn: r.role_arn,
-            creation_date: DateTime::from_timestamp_millis(r.created_ms).unwrap_or_default(),
+            creation_date: from_millis(r.created_ms),
         })
         .ok_or_else(|| {
             EngineError::StateMachineDoesNotExist(format!("State Machine Does Not Exist: '{arn}'"))
@@ -311,21 +345,48 @@ impl Engine {
 
     pub async fn describe_execution(&self, arn: &str) -> Result<ExecutionDescription, EngineError> {
         let key = arn.to_owned();
-        let row = self.read(move |s| s.execution_by_arn(&key)).await?;
-        let row = row.ok_or_else(|| {
+        let found = self
+            .read(move |s| match s.execution_by_arn(&key)? {
+                // Only a closed execution's history length can matter to a redrive.
+                Some(row) if row.status.is_terminal() => {
+                    let events = s.last_event_id(row.id)?;
+                    Ok(Some((row, events)))
+                }
+                Some(row) => Ok(Some((row, 0))),
+                None => Ok(None),
+            })
+            .await?;
+        let (row, events) = found.ok_or_else(|| {
             EngineError::ExecutionDoesNotExist(format!("Execution Does Not Exist: '{arn}'"))
         })?;
+        let refusal = redrive::refusal(
+            &redrive::Facts {
+                status: row.status,
+                start: from_millis(row.start_ms),
+                stop: row.stop_ms.map(from_millis),
+                events,
+                resumable: row.has_snapshot,
+            },
+            self.inner.config.clock.now(),
+        );
         Ok(ExecutionDescription {
             execution_arn: row.arn,
             state_machine_arn: row.sm_arn,
             name: row.name,
             status: row.status,
-            start_date: DateTime::from_timestamp_millis(row.start_ms).unwrap_or_default(),
+            start_date: from_millis(row.start_ms),
             stop_date: row.stop_ms.and_then(DateTime::from_timestamp_millis),
             input: row.input,
             output: row.output,
             error: row.error,
             cause: row.cause,
+            redrive_count: row.redrive_count,
+            redrive_date: row.redrive_ms.map(from_millis),
+            redrive_status: match refusal {
+                None => RedriveStatus::Redrivable,
+                Some(_) => RedriveStatus::NotRedrivable,
+            },
+            redrive_status_reason: refusal.map(str::to_owned),
         })
     }
 
@@ -387,8 +448,10 @@ impl Engine {
                     state_machine_arn: r.sm_arn,
                     name: r.name,
                     status: r.status,
-                    start_date: DateTime::from_timestamp_millis(r.start_ms).unwrap_or_default(),
+                    start_date: from_millis(r.start_ms),
                     stop_date: r.stop_ms.and_then(DateTime::from_timestamp_millis),
+                    redrive_count: r.redrive_count,
+                    redrive_date: r.redrive_ms.map(from_millis),
                 })
                 .collect(),
             next_token,
@@ -427,7 +490,7 @@ impl Engine {
                     history::strip_execution_data(d);
                 }
                 HistoryEvent {
-                    timestamp: DateTime::from_timestamp_millis(ts).unwrap_or_default(),
+                    timestamp: from_millis(ts),
                     event_type,
                     id: id as u64,
                     previous_event_id: prev as u64,
@@ -460,6 +523,28 @@ impl Engine {
             arn,
             error,
             cause,
+            reply,
+        })
+        .await
+    }
+
+    /// Redrives a FAILED, ABORTED or TIMED_OUT execution closed less than 14 days ago: it runs
+    /// again from the states where it stopped (see [`crate::core::redrive`]), under the same
+    /// ARN, input and definition, and its history goes on with `ExecutionRedriven`. Returns
+    /// the redrive date. A `client_token` makes the call idempotent: the same token answers
+    /// the same date for 15 minutes, among the execution's 10 latest tokens.
+    pub async fn redrive_execution(
+        &self,
+        arn: &str,
+        client_token: Option<&str>,
+    ) -> Result<DateTime<Utc>, EngineError> {
+        if let Some(token) = client_token {
+            check_client_token(token)?;
+        }
+        let (arn, client_token) = (arn.to_owned(), client_token.map(str::to_owned));
+        self.call(|reply| Command::Redrive {
+            arn,
+            client_token,
             reply,
         })
         .await
@@ -599,6 +684,22 @@ fn check_token(token: &str) -> Result<(), EngineError> {
     } else {
         Err(EngineError::InvalidToken("Invalid Token".to_owned()))
     }
+}
+
+/// AWS's `clientToken`: 1 to 64 printable ASCII characters, no space.
+fn check_client_token(token: &str) -> Result<(), EngineError> {
+    let ok = (1..=64).contains(&token.len()) && token.bytes().all(|b| (b'!'..=b'~').contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::Validation(
+            "clientToken must be 1 to 64 printable ASCII characters without spaces".to_owned(),
+        ))
+    }
+}
+
+fn from_millis(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
 fn check_error_fields(error: Option<&str>, cause: Option<&str>) -> Result<(), EngineError> {

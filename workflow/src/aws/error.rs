@@ -58,6 +58,7 @@ fn service_error(e: aws_sdk_sfn::Error, status: u16) -> WorkflowError {
         E::InvalidToken(_) => WorkflowError::InvalidToken(message),
         E::ExecutionDoesNotExist(_) => WorkflowError::ExecutionDoesNotExist(message),
         E::ExecutionAlreadyExists(_) => WorkflowError::ExecutionAlreadyExists(message),
+        E::ExecutionNotRedrivable(_) => WorkflowError::NotRedrivable(message),
         // Too many pollers for now, or KMS throttling Step Functions on our behalf.
         E::ActivityWorkerLimitExceeded(_) | E::KmsThrottlingException(_) => {
             WorkflowError::Unavailable(message)
@@ -258,6 +259,35 @@ mod tests {
             e,
             WorkflowError::ExecutionAlreadyExists("ExecutionAlreadyExists: taken".to_owned()),
         );
+    }
+
+    #[tokio::test]
+    async fn a_refused_redrive_is_not_redrivable_and_not_transient() {
+        use aws_sdk_sfn::operation::redrive_execution::RedriveExecutionError;
+        use aws_sdk_sfn::types::error::ExecutionNotRedrivable;
+        let refused = mock!(Client::redrive_execution).then_error(|| {
+            RedriveExecutionError::ExecutionNotRedrivable(
+                ExecutionNotRedrivable::builder()
+                    .message("Execution is SUCCEEDED and cannot be redriven.")
+                    .build(),
+            )
+        });
+        let client = client(&[&refused]);
+        let e = map_error(
+            client
+                .redrive_execution()
+                .execution_arn("arn:aws:states:us-east-1:123456789012:execution:s:e")
+                .send()
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(
+            e,
+            WorkflowError::NotRedrivable(
+                "ExecutionNotRedrivable: Execution is SUCCEEDED and cannot be redriven.".to_owned()
+            )
+        );
+        assert!(!e.is_transient());
     }
 
     /// A real client (the default HTTP stack) against `endpoint`, without retries.

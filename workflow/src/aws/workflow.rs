@@ -6,7 +6,8 @@ use super::error::map_error;
 use super::history::{event_json, to_chrono};
 use crate::definition::Activity;
 use crate::port::{
-    ExecutionInfo, HistoryPage, StartedExecution, TaskHandle, WorkflowError, WorkflowPort,
+    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
+    WorkflowPort,
 };
 use async_trait::async_trait;
 use aws_sdk_sfn::Client;
@@ -219,6 +220,13 @@ impl WorkflowPort for AwsWorkflow {
             output: d.output().map(|o| parse_json(o, "output")).transpose()?,
             error: d.error().map(str::to_owned),
             cause: d.cause().map(str::to_owned),
+            redrive_count: d
+                .redrive_count()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0),
+            redrive_date: d.redrive_date().map(date).transpose()?,
+            redrive_status: d.redrive_status().map(|s| s.as_str().to_owned()),
+            redrive_status_reason: d.redrive_status_reason().map(str::to_owned),
         })
     }
 
@@ -260,6 +268,24 @@ impl WorkflowPort for AwsWorkflow {
             .await
             .map(drop)
             .map_err(map_error)
+    }
+
+    /// The SDK gives the request a client token of its own, the same on its retries, so a
+    /// retried request does not redrive twice.
+    async fn redrive_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<RedriveOutcome, WorkflowError> {
+        let out = self
+            .client
+            .redrive_execution()
+            .execution_arn(execution_arn)
+            .send()
+            .await
+            .map_err(map_error)?;
+        Ok(RedriveOutcome {
+            redrive_date: date(out.redrive_date())?,
+        })
     }
 
     /// Step Functions decides how long a poll is held (up to 60 s), so `wait` is not applied:

@@ -96,6 +96,7 @@ pub fn child_done(run: &mut Run, parent: u64, index: usize, output: Value) {
 }
 
 pub fn child_failed(run: &mut Run, parent: u64, index: usize, failure: Failure) {
+    run.preserve(parent);
     let Some(c) = children(run, parent) else {
         return;
     };
@@ -122,6 +123,7 @@ pub fn child_failed(run: &mut Run, parent: u64, index: usize, failure: Failure) 
         by_count && by_pct
     });
     if within {
+        run.failing = None;
         if let Some(c) = children(run, parent) {
             c.results[index] = Some(failure.to_output());
         }

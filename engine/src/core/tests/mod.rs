@@ -10,6 +10,7 @@ mod map;
 mod parallel;
 mod pass;
 mod properties;
+mod redrive;
 mod retry_catch;
 mod task;
 mod terminal;
@@ -56,6 +57,8 @@ pub struct Harness {
     /// Every step applied so far, with the inputs it was given.
     pub log: Vec<Logged>,
     fired: BTreeSet<u64>,
+    /// Actions before this index belong to runs a redrive has since resumed.
+    run_from: usize,
 }
 
 /// One step the harness applied: the event with its time and seed, and the state it left.
@@ -92,6 +95,7 @@ impl Harness {
             salt: 0,
             log: Vec::new(),
             fired: BTreeSet::new(),
+            run_from: 0,
         }
     }
 
@@ -132,6 +136,13 @@ impl Harness {
 
     pub fn start(&mut self) -> &Applied {
         self.apply(Event::Start)
+    }
+
+    /// Redrives the execution: what it did before stays in `events` and `actions`, and its
+    /// outcome is the next one.
+    pub fn redrive(&mut self) -> &Applied {
+        self.run_from = self.actions.len();
+        self.apply(Event::Redrive)
     }
 
     pub fn advance(&mut self, seconds: i64) {
@@ -269,7 +280,7 @@ impl Harness {
     // ---- results --------------------------------------------------------------------------
 
     pub fn outcome(&self) -> Option<ExecutionEnd> {
-        self.actions.iter().find_map(|a| match a {
+        self.actions[self.run_from..].iter().find_map(|a| match a {
             Action::Finish(o) => Some(o.clone()),
             _ => None,
         })

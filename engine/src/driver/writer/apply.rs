@@ -56,6 +56,7 @@ impl Writer {
                     Some("States.Runtime"),
                     Some("The engine failed while running this execution (an internal error); see the engine log."),
                     millis(now),
+                    None,
                 )?;
                 b.finished.push(exec_arn);
                 return Ok(());

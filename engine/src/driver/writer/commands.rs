@@ -1,10 +1,11 @@
 //! The commands callers queue for the writer (one per engine verb that writes or waits), and how
 //! each one is applied inside the current batch.
 
+use super::load::exec_info;
 use super::timers::{due_after, from_millis, millis};
 use super::{Batch, Loaded, Poller, Reply, Sql, Writer};
 use crate::arn;
-use crate::core::{Event, ExecInfo, ExecState};
+use crate::core::{Event, ExecState};
 use crate::db::{ExecutionRow, StateMachineRow, TaskRow, TaskStatus, TimerKind};
 use crate::driver::Machine;
 use crate::error::EngineError;
@@ -69,6 +70,11 @@ pub enum Command {
     ExpireHeartbeats {
         activity_arns: Vec<String>,
         reply: Reply<u64>,
+    },
+    Redrive {
+        arn: String,
+        client_token: Option<String>,
+        reply: Reply<DateTime<Utc>>,
     },
     WatchCompletion {
         arn: String,
@@ -257,6 +263,14 @@ impl Writer {
                     .expire_started_heartbeats(&activity_arns, millis(now))?;
                 b.reply(reply, Ok(expired));
             }
+            Command::Redrive {
+                arn,
+                client_token,
+                reply,
+            } => {
+                let result = self.redrive(b, &arn, client_token, now)?;
+                b.reply(reply, result);
+            }
             Command::WatchCompletion { arn, reply } => {
                 let done = match self.store.execution_by_arn(&arn)? {
                     None => true,
@@ -321,21 +335,16 @@ impl Writer {
             cause: None,
             start_ms: millis(now),
             stop_ms: None,
+            redrive_count: 0,
+            redrive_ms: None,
+            has_snapshot: false,
         };
         let id = self.store.insert_execution(&row)?;
         if let Some(t) = machine.def.timeout_seconds {
             self.store
                 .set_timer(id, TimerKind::ExecutionTimeout, "", due_after(now, t))?;
         }
-        let info = ExecInfo {
-            execution_arn: exec_arn.clone(),
-            name: name.to_owned(),
-            state_machine_arn: sm_arn.to_owned(),
-            state_machine_name: machine.name.clone(),
-            role_arn: machine.role_arn.clone(),
-            start_time: from_millis(millis(now)),
-            input,
-        };
+        let info = exec_info(&row, &machine, input);
         b.loaded.insert(
             id,
             Loaded {

@@ -46,7 +46,7 @@ impl Batch {
 
 impl Writer {
     pub(super) fn batch(&mut self, commands: Vec<Command>) {
-        let now = Utc::now();
+        let now = self.config.clock.now();
         let mut b = Batch::default();
         let changes_before = self.store.total_changes();
         let result = self.store.begin().and_then(|()| {
@@ -106,6 +106,9 @@ impl Writer {
             match &l.ended {
                 Some(o) => {
                     let output = o.output.as_ref().map(|v| v.to_string());
+                    // An unsuccessful end keeps where it stopped, for a redrive.
+                    let redrive_point =
+                        (!l.state.resume.is_empty()).then(|| snapshot::encode(&l.state));
                     self.store.close_execution(
                         *id,
                         o.status,
@@ -113,6 +116,7 @@ impl Writer {
                         o.error.as_deref(),
                         o.cause.as_deref(),
                         millis(now),
+                        redrive_point.as_deref(),
                     )?;
                 }
                 None => {

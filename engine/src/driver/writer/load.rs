@@ -25,6 +25,19 @@ pub(super) struct Loaded {
     pub(super) ended: Option<ExecutionEnd>,
 }
 
+/// The fixed facts of an execution, from its row and machine (`input` parsed from the row's).
+pub(super) fn exec_info(row: &ExecutionRow, machine: &Machine, input: Value) -> ExecInfo {
+    ExecInfo {
+        execution_arn: row.arn.clone(),
+        name: row.name.clone(),
+        state_machine_arn: row.sm_arn.clone(),
+        state_machine_name: machine.name.clone(),
+        role_arn: machine.role_arn.clone(),
+        start_time: from_millis(row.start_ms),
+        input,
+    }
+}
+
 /// The error an execution whose snapshot cannot be read fails with: the engine's own runtime
 /// error, which no Retry or Catch sees.
 const UNREADABLE_ERROR: &str = "States.Runtime";
@@ -82,15 +95,8 @@ impl Writer {
             },
             None => ExecState::default(),
         };
-        let info = ExecInfo {
-            execution_arn: row.arn.clone(),
-            name: row.name.clone(),
-            state_machine_arn: row.sm_arn.clone(),
-            state_machine_name: machine.name.clone(),
-            role_arn: machine.role_arn.clone(),
-            start_time: from_millis(row.start_ms),
-            input: serde_json::from_str(&row.input).unwrap_or(Value::Null),
-        };
+        let input = serde_json::from_str(&row.input).unwrap_or(Value::Null);
+        let info = exec_info(&row, &machine, input);
         b.loaded.insert(
             exec_id,
             Loaded {
@@ -138,6 +144,7 @@ impl Writer {
             Some(UNREADABLE_ERROR),
             Some(cause),
             millis(now),
+            None,
         )?;
         b.finished.push(row.arn.clone());
         Ok(())

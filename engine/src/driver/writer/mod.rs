@@ -9,6 +9,7 @@ mod commit;
 mod handlers;
 mod load;
 mod poll;
+mod redrive;
 mod timers;
 
 pub use commands::{Answer, Command};
@@ -17,7 +18,6 @@ use super::{EngineConfig, Machine};
 use crate::db::Store;
 use crate::error::EngineError;
 use crate::sfn::TaskHandler;
-use chrono::Utc;
 use commit::Batch;
 use load::Loaded;
 use poll::Poller;
@@ -130,7 +130,7 @@ impl Writer {
             .map(|p| p.deadline.saturating_duration_since(now))
             .min();
         let timer = self.next_due.map(|due| {
-            let ms = (due - millis(Utc::now())).max(0) as u64;
+            let ms = (due - millis(self.config.clock.now())).max(0) as u64;
             std::time::Duration::from_millis(ms)
         });
         match (poll, timer) {
