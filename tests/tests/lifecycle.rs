@@ -463,6 +463,7 @@ const BACKEND_SETTINGS: &[(&str, &str)] = &[
     ("--stripe-url", "FULFILLMENT_STRIPE_URL"),
     ("--stripe-key", "FULFILLMENT_STRIPE_KEY"),
     ("--stripe-timeout", "FULFILLMENT_STRIPE_TIMEOUT"),
+    ("--idempotency-prefix", "FULFILLMENT_IDEMPOTENCY_PREFIX"),
 ];
 
 fn help(subcommand: &str) -> String {

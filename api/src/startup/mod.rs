@@ -404,6 +404,7 @@ mod tests {
                 base_url: "https://api.stripe.com".to_owned(),
                 secret_key: store::stripe::SecretKey::new(key),
                 timeout: Duration::from_secs(5),
+                key_prefix: String::new(),
             })
         };
         let e = shipping(None, &stripe("sk_live_x")).await.err().unwrap();

@@ -272,7 +272,9 @@ impl Client {
                  --easypost-key changed between a test and a production key?"
             ),
             _ => {
-                return GatewayError::Unavailable(format!("carrier unavailable ({status}): {said}"));
+                return GatewayError::Unavailable(format!(
+                    "carrier unavailable ({status}): {said}"
+                ));
             }
         };
         GatewayError::Misconfigured(message)
