@@ -72,7 +72,7 @@ pub fn parse_from_address(raw: &str) -> Result<Value, String> {
 /// One cheap authenticated call (`GET /v2/shipments?page_size=1`), for start-up:
 /// `Misconfigured` when EasyPost refuses the key (401, 403), `Unavailable` when it cannot say.
 pub async fn check_key(config: &EasyPostConfig) -> Result<(), GatewayError> {
-    let client = Client::new(config).map_err(|e| GatewayError::Rejected(e.to_string()))?;
+    let client = Client::new(config).map_err(|e| GatewayError::Misconfigured(e.to_string()))?;
     let request = client
         .request(reqwest::Method::GET, "/shipments")
         .query(&[("page_size", "1")]);
