@@ -28,7 +28,7 @@ use app::{App, PROBLEM_JSON, TOKEN, large, order, send, small};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use broken::{Broken, SECRET};
-use counting::CountingLookups;
+use counting::CountingPayments;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,6 +10,11 @@ mod harness;
 #[path = "saga_properties/ledger.rs"]
 mod ledger;
 
+#[path = "http_router/counting.rs"]
+mod counting;
+
+use counting::CountingPayments;
+
 use engine::ExecutionStatus;
 use harness::{Saga, catalog_cents, request};
 use proptest::prelude::*;
@@ -468,58 +473,6 @@ async fn a_shipment_after_the_compensation_is_refused() {
     assert_eq!(saga.level("book").await, (5, 0, 0));
 }
 
-/// The payment provider, counting the charges asked of it.
-struct CountingCharges {
-    inner: Arc<dyn store::PaymentGateway>,
-    charges: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl store::PaymentGateway for CountingCharges {
-    async fn charge(
-        &self,
-        request: &store::ChargeRequest,
-    ) -> Result<store::Charge, store::GatewayError> {
-        self.charges
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.charge(request).await
-    }
-
-    async fn find_charge(
-        &self,
-        order_id: &store::OrderId,
-    ) -> Result<Option<store::Charge>, store::GatewayError> {
-        self.inner.find_charge(order_id).await
-    }
-
-    async fn refund(
-        &self,
-        order_id: &store::OrderId,
-        charge_id: Option<&str>,
-        idempotency_key: &str,
-    ) -> Result<Refunded, store::GatewayError> {
-        self.inner
-            .refund(order_id, charge_id, idempotency_key)
-            .await
-    }
-
-    async fn list_charges(
-        &self,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<store::Page<store::Charge>, store::GatewayError> {
-        self.inner.list_charges(after, limit).await
-    }
-
-    async fn list_refunds(
-        &self,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<store::Page<store::Refund>, store::GatewayError> {
-        self.inner.list_refunds(after, limit).await
-    }
-}
-
 /// The saga gives up on a ChargePayment task whose worker hangs before it charges, and
 /// compensates: the refund finds nothing, the stock is released, CANCELLED. Then the hung worker
 /// wakes up. It must not ask the provider for a charge at all: the sandbox refuses one for a
@@ -539,10 +492,7 @@ async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
 
     // The hung ChargePayment worker runs its step now, against a provider that counts.
-    let payments = Arc::new(CountingCharges {
-        inner: saga.ports.payments.clone(),
-        charges: Default::default(),
-    });
+    let payments = Arc::new(CountingPayments::new(saga.ports.payments.clone()));
     let ports = store::Ports {
         payments: payments.clone(),
         ..saga.ports.clone()
@@ -555,7 +505,7 @@ async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
         "{late:?}"
     );
     assert_eq!(
-        payments.charges.load(std::sync::atomic::Ordering::SeqCst),
+        payments.charges(),
         0,
         "the provider was asked to charge a cancelled order"
     );

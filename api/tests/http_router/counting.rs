@@ -1,33 +1,44 @@
-//! A payment gateway that counts the provider lookups (`find_charge`) made through it, to see
-//! which requests ask the provider; it passes every call on to the real gateway.
+//! A payment gateway that counts the charges and the lookups (`find_charge`) asked through it,
+//! to see which requests and steps ask the provider; it passes every call on to the real
+//! gateway. Shared by the test binaries that need it (`#[path]`).
 
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use store::{Charge, ChargeRequest, GatewayError, OrderId, Page, PaymentGateway, Refund, Refunded};
 
-pub struct CountingLookups {
+pub struct CountingPayments {
     inner: Arc<dyn PaymentGateway>,
+    charges: AtomicUsize,
     finds: AtomicUsize,
 }
 
-impl CountingLookups {
-    pub fn new(inner: Arc<dyn PaymentGateway>) -> CountingLookups {
-        CountingLookups {
+impl CountingPayments {
+    pub fn new(inner: Arc<dyn PaymentGateway>) -> CountingPayments {
+        CountingPayments {
             inner,
+            charges: AtomicUsize::new(0),
             finds: AtomicUsize::new(0),
         }
     }
 
+    /// How many times `charge` was called.
+    #[allow(dead_code)] // each test binary reads what it needs
+    pub fn charges(&self) -> usize {
+        self.charges.load(Ordering::SeqCst)
+    }
+
     /// How many times `find_charge` was called.
+    #[allow(dead_code)] // each test binary reads what it needs
     pub fn finds(&self) -> usize {
         self.finds.load(Ordering::SeqCst)
     }
 }
 
 #[async_trait]
-impl PaymentGateway for CountingLookups {
+impl PaymentGateway for CountingPayments {
     async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError> {
+        self.charges.fetch_add(1, Ordering::SeqCst);
         self.inner.charge(request).await
     }
     async fn find_charge(&self, order_id: &OrderId) -> Result<Option<Charge>, GatewayError> {

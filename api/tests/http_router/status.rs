@@ -73,7 +73,7 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
     new.order_id = OrderId::parse("o-31").unwrap();
     app.state.ports.orders.create(new).await.unwrap();
 
-    let payments = Arc::new(CountingLookups::new(app.state.ports.payments.clone()));
+    let payments = Arc::new(CountingPayments::new(app.state.ports.payments.clone()));
     let router = app.with_payments(payments.clone());
     let status = |id: &str| {
         let request = app.as_client(
@@ -130,7 +130,7 @@ async fn the_status_of_an_order_cancelled_before_any_charge_asks_no_provider() {
     app.reaches("o-32", "CANCELLED").await;
     app.reaches("o-33", "CANCELLED").await;
 
-    let payments = Arc::new(CountingLookups::new(app.state.ports.payments.clone()));
+    let payments = Arc::new(CountingPayments::new(app.state.ports.payments.clone()));
     let router = app.with_payments(payments.clone());
     for id in ["o-32", "o-33", "o-32", "o-33"] {
         let request = app.as_client(
