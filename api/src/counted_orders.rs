@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use store::{
-    Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, Page, PendingApproval, Refund, StoreError,
+    Charge, Created, Decided, Decision, Failure, Incident, IncidentCursor, NewOrder,
+    OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval, Refund,
+    Resolved, StoreError,
 };
 
 pub struct CountedOrders {
@@ -86,6 +87,45 @@ impl OrderRepository for CountedOrders {
 
     async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
         self.orders.pending_approvals(limit).await
+    }
+
+    /// Counts the order as ended `COMPENSATION_FAILED` (again, when a redriven compensation
+    /// gives up once more).
+    async fn record_incident(
+        &self,
+        id: &OrderId,
+        incident: &Incident,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let order = self.orders.record_incident(id, incident, failure).await?;
+        if order.status == OrderStatus::CompensationFailed {
+            self.metrics.saga_finished(OrderStatus::CompensationFailed);
+        }
+        Ok(order)
+    }
+
+    async fn record_action(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Order, StoreError> {
+        self.orders.record_action(id, action).await
+    }
+
+    async fn resolve_incident(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Resolved, StoreError> {
+        self.orders.resolve_incident(id, action).await
+    }
+
+    async fn open_incidents(
+        &self,
+        after: Option<&IncidentCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        self.orders.open_incidents(after, limit).await
     }
 
     async fn list_orders(

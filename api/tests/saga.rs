@@ -2,15 +2,22 @@
 //! completion, approval, every failure with its compensations, retries that must not charge
 //! twice, duplicate deliveries, and a worker that dies mid-step.
 
+#[path = "http_router/counting.rs"]
+mod counting;
 #[path = "saga/harness.rs"]
 mod harness;
 
 use api::intake::Placed;
+use counting::CountingPayments;
 use engine::ExecutionStatus;
 use harness::{Saga, catalog_cents, large, request, small};
 use serde_json::json;
+use std::sync::Arc;
 use std::time::Duration;
-use store::{ChargeRequest, Created, Decision, OrderStatus, Refunded, ReservationStatus, Reserved};
+use store::{
+    ChargeRequest, Created, Decision, GatewayError, OrderStatus, Refunded, ReservationStatus,
+    Reserved,
+};
 use workflow::SagaSettings;
 use workflow::definition::Activity;
 use workflow::steps::approval::{DecisionResult, decide};
@@ -789,4 +796,148 @@ async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
     );
     assert_eq!(saga.charges("o-gone").await, 1);
     assert_eq!(saga.level("book").await, (4, 0, 1));
+}
+
+/// A saga whose payments go through a [`CountingPayments`], to refuse refunds at will.
+async fn with_refusable_refunds() -> (Saga, Arc<CountingPayments>) {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    let payments = Arc::new(CountingPayments::new(saga.ports.payments.clone()));
+    saga.ports.payments = payments.clone();
+    saga.start_workers();
+    (saga, payments)
+}
+
+/// A refund the provider refuses for good (here: a disputed charge) is not retried: the stock
+/// goes back first all the same, the order becomes an incident saying which step failed, why
+/// and after how many attempts, and the execution fails at that step. Once the cause is gone, a
+/// redrive runs the refund again from there and the order ends cancelled, the incident closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refund_refused_for_good_still_releases_the_stock_and_a_redrive_finishes_it() {
+    let (saga, payments) = with_refusable_refunds().await;
+    saga.stock("book", 5).await;
+    let refusal = "charge ch_1 has been disputed; it cannot be refunded";
+    payments.refuse_refunds(Some(GatewayError::Invalid(refusal.to_owned())));
+    let order = saga
+        .place(request(
+            "o-disputed",
+            &[("book", 2, 2_500)],
+            "pm_card_visa",
+            "00000",
+        ))
+        .await;
+    let done = saga.finished(&order).await;
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    assert_eq!(done.error.as_deref(), Some("Payment.Invalid"), "{done:?}");
+    let failed = saga.order("o-disputed").await;
+    assert_eq!(failed.status, OrderStatus::CompensationFailed);
+    let incident = failed.incident.clone().expect("an incident");
+    assert_eq!(
+        (
+            incident.step.as_str(),
+            incident.error.as_str(),
+            incident.attempts
+        ),
+        ("RefundPayment", "Payment.Invalid", 1)
+    );
+    assert!(incident.cause.contains("disputed"), "{incident:?}");
+    assert_eq!(failed.failure.unwrap().error, "Shipment.Rejected");
+    assert_eq!(
+        saga.level("book").await,
+        (5, 0, 0),
+        "released before the refund"
+    );
+    assert_eq!(failed.refund, None);
+    let attempts = saga
+        .event_types(&order)
+        .await
+        .iter()
+        .filter(|e| *e == "ActivityFailed")
+        .count();
+    assert_eq!(
+        attempts, 2,
+        "the shipment and the refund, each once: no retry"
+    );
+
+    payments.refuse_refunds(None);
+    let arn = order.execution_arn.as_deref().unwrap();
+    saga.workflow.redrive_execution(arn).await.expect("redrive");
+    let done = saga.finished(&order).await;
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    assert_eq!(done.error.as_deref(), Some("Shipment.Rejected"), "{done:?}");
+    let cancelled = saga.order("o-disputed").await;
+    assert_eq!(cancelled.status, OrderStatus::Cancelled);
+    assert_eq!(cancelled.incident, None);
+    assert!(refunded(&saga, "o-disputed").await);
+    assert_eq!(saga.level("book").await, (5, 0, 0));
+}
+
+/// A compensation step run by hand as the definition runs it: with its attempt and whether it
+/// is the last.
+fn refund_task(id: &str, attempt: u32) -> StepTask {
+    StepTask {
+        task_token: format!("t-{attempt}"),
+        input: json!({
+            "orderId": id,
+            "failure": {"Error": "Shipment.Rejected", "Cause": "undeliverable"},
+            "attempt": attempt,
+            "finishesOrder": true,
+        }),
+    }
+}
+
+/// A transient failure is left to the definition's retries until the last of them; only then
+/// is the incident recorded. A misconfigured provider never records one: it is retried for
+/// days and shows on `/readyz` meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compensation_records_its_incident_only_when_it_gives_up() {
+    let (mut saga, payments) = with_refusable_refunds().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    saga.place(small("o-outage", "book", "pm_card_visa")).await;
+    let refund = saga.step(Activity::RefundPayment);
+    let last = workflow::definition::transient_retries("RefundPayment");
+
+    payments.refuse_refunds(Some(GatewayError::Misconfigured("401 from Stripe".into())));
+    let outcome = refund.run(refund_task("o-outage", last)).await;
+    assert!(
+        matches!(&outcome, StepOutcome::Failed { error, .. } if error == "Provider.Misconfigured"),
+        "{outcome:?}"
+    );
+    assert_eq!(saga.order("o-outage").await.incident, None);
+
+    payments.refuse_refunds(Some(GatewayError::Unavailable("503 from Stripe".into())));
+    let outcome = refund.run(refund_task("o-outage", last - 1)).await;
+    assert!(
+        matches!(&outcome, StepOutcome::Failed { error, .. } if error == "Payment.Unavailable"),
+        "{outcome:?}"
+    );
+    let order = saga.order("o-outage").await;
+    assert_eq!(
+        (order.status, order.incident),
+        (OrderStatus::Compensating, None)
+    );
+
+    let outcome = refund.run(refund_task("o-outage", last)).await;
+    assert!(
+        matches!(&outcome, StepOutcome::Failed { error, .. } if error == "Payment.Unavailable"),
+        "{outcome:?}"
+    );
+    let order = saga.order("o-outage").await;
+    assert_eq!(order.status, OrderStatus::CompensationFailed);
+    let incident = order.incident.expect("recorded on the last attempt");
+    assert_eq!(
+        (incident.step.as_str(), incident.attempts),
+        ("RefundPayment", last + 1)
+    );
+
+    // The provider is back (a redrive): the same step ends the order and closes the incident.
+    payments.refuse_refunds(None);
+    let outcome = refund.run(refund_task("o-outage", 0)).await;
+    assert!(matches!(outcome, StepOutcome::Done(_)), "{outcome:?}");
+    let order = saga.order("o-outage").await;
+    assert_eq!(
+        (order.status, order.incident),
+        (OrderStatus::Cancelled, None)
+    );
 }

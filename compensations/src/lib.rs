@@ -1,15 +1,16 @@
 //! The saga's compensations. Each is idempotent by the order id and safe to run when the forward
 //! step's outcome is unknown: undoing something that never happened is a recorded no-op.
-//! Order status moves with them: `COMPENSATING` (refund), `CANCELLED` (release), or
-//! `COMPENSATION_FAILED` when the workflow gives up on them. Every compensation first voids the
-//! order's shipping: an order that turns out to have shipped is kept, not undone.
+//! Order status moves with them: `COMPENSATING` while they run, `CANCELLED` once the last one is
+//! done ([`cancel`]), or `COMPENSATION_FAILED` with an incident when one gives up ([`give_up`]).
+//! Every compensation first voids the order's shipping: an order that turns out to have shipped
+//! is kept, not undone.
 
 mod failure;
 mod refund;
 mod release;
 mod void_shipping;
 
-pub use failure::record_failure;
+pub use failure::{cancel, give_up};
 pub use refund::refund;
 pub use release::release;
 
@@ -28,8 +29,12 @@ pub enum Compensated<T> {
 pub enum CompensationError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The payment provider's failure (a refund).
     #[error(transparent)]
-    Gateway(#[from] GatewayError),
+    Payment(GatewayError),
+    /// The carrier's failure (voiding the shipping).
+    #[error(transparent)]
+    Shipping(GatewayError),
 }
 
 impl CompensationError {
@@ -38,7 +43,7 @@ impl CompensationError {
     pub fn is_transient(&self) -> bool {
         match self {
             CompensationError::Store(e) => e.is_transient(),
-            CompensationError::Gateway(e) => e.is_transient(),
+            CompensationError::Payment(e) | CompensationError::Shipping(e) => e.is_transient(),
         }
     }
 }

@@ -24,7 +24,8 @@ pub async fn refund(
     let refunded = ports
         .payments
         .refund(order_id, order.charge_id.as_deref(), &order_id.refund_key())
-        .await?;
+        .await
+        .map_err(CompensationError::Payment)?;
     match &refunded {
         Refunded::Now(r) => {
             tracing::info!(order_id = %order_id, refund_id = %r.refund_id, "refunded");

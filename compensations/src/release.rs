@@ -1,5 +1,6 @@
 //! ReleaseInventory: returns the order's held stock; nothing to do when nothing was reserved.
-//! It is the last compensation, so the order ends `CANCELLED` with the failure that started it.
+//! The order is `COMPENSATING` afterwards, with the failure that started it; the last
+//! compensation ends it ([`crate::cancel`]).
 
 use crate::void_shipping::void_shipping;
 use crate::{Compensated, CompensationError};
@@ -15,11 +16,11 @@ pub async fn release(
     if let Some(shipment) = void_shipping(ports, order_id).await? {
         return Ok(Compensated::Shipped(shipment));
     }
-    let released = ports.inventory.release(order_id).await?;
     ports
         .orders
-        .advance(order_id, OrderStatus::Cancelled, Some(failure))
+        .advance(order_id, OrderStatus::Compensating, Some(failure))
         .await?;
+    let released = ports.inventory.release(order_id).await?;
     match &released {
         Released::Now(_) => tracing::info!(order_id = %order_id, "stock released"),
         Released::Already(_) => tracing::debug!(order_id = %order_id, "release replayed"),

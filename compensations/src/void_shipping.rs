@@ -11,7 +11,12 @@ pub async fn void_shipping(
     ports: &Ports,
     order_id: &OrderId,
 ) -> Result<Option<Shipment>, CompensationError> {
-    match ports.shipping.void(order_id).await? {
+    match ports
+        .shipping
+        .void(order_id)
+        .await
+        .map_err(CompensationError::Shipping)?
+    {
         Voided::Now => Ok(None),
         Voided::Shipped(shipment) => {
             ports.inventory.mark_shipped(order_id).await?;

@@ -5,6 +5,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// A time as both stores keep it: RFC 3339 in UTC with nanoseconds, fixed width, so stored
+/// times sort as text in time order.
+pub fn timestamp(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
+
 /// The business key of every layer: 1–80 characters of `[A-Za-z0-9_-]` (also a valid Step
 /// Functions execution name, which it becomes).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -106,8 +112,11 @@ impl OrderStatus {
     ];
 
     /// Order of progress: a status may only be replaced by one of a higher rank. The forward
-    /// path ranks 0–4, compensation 5, and the three ends share the top rank, so no end is ever
-    /// left (a completed order is never compensated, a cancelled one never completes).
+    /// path ranks 0–4, compensation 5, a compensation that gave up 6, and the two final ends
+    /// share the top rank 7, so neither is ever left (a completed order is never compensated, a
+    /// cancelled one never completes). `COMPENSATION_FAILED` ends the execution but not the
+    /// order: a redrive that finishes the compensation, or an operator resolving the incident,
+    /// moves it on to `CANCELLED` (or `COMPLETED`, when the order turns out to have shipped).
     pub fn rank(self) -> u8 {
         match self {
             OrderStatus::Accepted => 0,
@@ -116,12 +125,20 @@ impl OrderStatus {
             OrderStatus::AwaitingApproval => 3,
             OrderStatus::Approved => 4,
             OrderStatus::Compensating => 5,
-            OrderStatus::Completed | OrderStatus::Cancelled | OrderStatus::CompensationFailed => 6,
+            OrderStatus::CompensationFailed => 6,
+            OrderStatus::Completed | OrderStatus::Cancelled => 7,
         }
     }
 
+    /// The saga is done with the order: its execution has ended (`COMPENSATION_FAILED`
+    /// included: it waits for a person, not for the saga).
     pub fn is_terminal(self) -> bool {
-        self.rank() == 6
+        self.rank() >= 6
+    }
+
+    /// Nothing will ever change the order's status again.
+    pub fn is_final(self) -> bool {
+        self.rank() == 7
     }
 
     /// A compensation's statuses: a failure (why the order is undone) is recorded with them,
@@ -226,6 +243,12 @@ pub struct Order {
     pub refund: Option<RefundRecord>,
     pub failure: Option<Failure>,
     pub approval: Option<Approval>,
+    /// The compensation that gave up and waits for a person, while it is open: the order is
+    /// `COMPENSATION_FAILED`. Closed (gone) when the order reaches a final status.
+    pub incident: Option<Incident>,
+    /// What operators did to the order beyond approving it (redrives, resolutions), oldest
+    /// first.
+    pub actions: Vec<OperatorAction>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -233,6 +256,45 @@ impl Order {
     pub fn id(&self) -> &OrderId {
         &self.new.order_id
     }
+}
+
+/// A compensation step that gave up: which, why, after how many attempts, and since when the
+/// order has needed a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Incident {
+    /// The state of the definition that failed (`ReleaseInventory`, `RefundPayment`): a redrive
+    /// resumes there.
+    pub step: String,
+    pub error: String,
+    pub cause: String,
+    /// The attempts the step made (1 for a permanent error, which is never retried).
+    pub attempts: u32,
+    /// When it was first recorded; a later failure of the same order (after a redrive) keeps it.
+    pub since: DateTime<Utc>,
+}
+
+/// What an operator did about an order's incident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionKind {
+    /// Redrove the failed execution: the compensation runs again from the state that failed.
+    Redrive,
+    /// Finished the undo by hand (e.g. refunded in the provider's dashboard) and closed the
+    /// incident: the order is `CANCELLED`.
+    Resolve,
+}
+
+/// An operator's action, recorded on the order with who did it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorAction {
+    pub action: ActionKind,
+    /// The operator's principal name.
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub at: DateTime<Utc>,
 }
 
 /// The refund recorded on an order: the provider's id, what it gave back, and when.

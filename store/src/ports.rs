@@ -226,10 +226,94 @@ pub trait OrderRepository: Send + Sync {
     /// Orders awaiting a decision with a parked token, oldest request first.
     async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError>;
 
+    /// Records that a compensation gave up: the order moves to `COMPENSATION_FAILED` with the
+    /// incident (and `failure`, when none is recorded yet). An incident already open keeps its
+    /// `since` and takes the newer step, error, cause and attempts (a redriven compensation
+    /// that failed again). An order in a final status is left as it is. Returns the order
+    /// afterwards.
+    async fn record_incident(
+        &self,
+        id: &OrderId,
+        incident: &Incident,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError>;
+
+    /// Appends an operator's action to the order's record. Returns the order afterwards.
+    async fn record_action(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Order, StoreError>;
+
+    /// Closes the order's open incident by hand: the order moves to `CANCELLED` and the action
+    /// is recorded, in one conditional write. An order without an open incident changes
+    /// nothing and comes back as [`Resolved::NotOpen`].
+    async fn resolve_incident(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Resolved, StoreError>;
+
+    /// The orders with an open incident, the oldest incident first, a page of at most `limit`
+    /// at a time after the cursor `after` (see [`Page`]).
+    async fn open_incidents(
+        &self,
+        after: Option<&IncidentCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError>;
+
     /// Every order, a page of at most `limit` at a time, starting after the cursor `after`
     /// (see [`Page`]). Strongly consistent reads, for `fulfillment audit`.
     async fn list_orders(&self, after: Option<&str>, limit: u32)
     -> Result<Page<Order>, StoreError>;
+}
+
+/// What resolving an incident did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// Closed now: the order as it is afterwards.
+    Now(Order),
+    /// The order had no open incident (none was recorded, or it was closed before): unchanged.
+    NotOpen(Order),
+}
+
+/// The cursor of an incidents page: the last order's incident time and id. Times are stored
+/// as fixed-width RFC 3339 text, so the pair orders as the page does. As text (a page's
+/// `next`), `{since}|{orderId}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncidentCursor {
+    pub since: String,
+    pub order_id: OrderId,
+}
+
+impl IncidentCursor {
+    /// The cursor after `order` (which has an open incident).
+    pub fn after(order: &Order) -> IncidentCursor {
+        let since = order
+            .incident
+            .as_ref()
+            .map_or(order.updated_at, |i| i.since);
+        IncidentCursor {
+            since: crate::timestamp(since),
+            order_id: order.id().clone(),
+        }
+    }
+
+    /// `None` for text this build did not make.
+    pub fn parse(text: &str) -> Option<IncidentCursor> {
+        let (since, id) = text.split_once('|')?;
+        DateTime::parse_from_rfc3339(since).ok()?;
+        Some(IncidentCursor {
+            since: since.to_owned(),
+            order_id: OrderId::parse(id).ok()?,
+        })
+    }
+}
+
+impl std::fmt::Display for IncidentCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}|{}", self.since, self.order_id)
+    }
 }
 
 /// What a reservation attempt did.

@@ -3,8 +3,8 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ProjectionType,
-    ScalarAttributeType,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, ScalarAttributeType, TableDescription,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,40 +99,106 @@ async fn create_table_is_idempotent_and_makes_the_documented_shape() {
         .map(|a: &AttributeDefinition| (a.attribute_name().to_owned(), a.attribute_type().clone()))
         .collect();
     attributes.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(
-        attributes,
-        [
-            (dynamodb::APPROVAL_QUEUE.to_owned(), ScalarAttributeType::S),
-            (
-                dynamodb::APPROVAL_REQUESTED_AT.to_owned(),
-                ScalarAttributeType::S
-            ),
-            (dynamodb::PARTITION_KEY.to_owned(), ScalarAttributeType::S),
-        ]
-    );
+    let mut expected = vec![(dynamodb::PARTITION_KEY.to_owned(), ScalarAttributeType::S)];
+    for (_, hash, range) in dynamodb::INDEXES {
+        expected.push((hash.to_owned(), ScalarAttributeType::S));
+        expected.push((range.to_owned(), ScalarAttributeType::S));
+    }
+    expected.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(attributes, expected);
     assert_eq!(
         table.billing_mode_summary().and_then(|b| b.billing_mode()),
         Some(&BillingMode::PayPerRequest)
     );
-    let [index] = table.global_secondary_indexes() else {
-        panic!("one index: {:?}", table.global_secondary_indexes());
-    };
-    assert_eq!(index.index_name(), Some(dynamodb::PENDING_APPROVALS_INDEX));
-    assert_eq!(
-        keys(index.key_schema()),
-        [
-            (dynamodb::APPROVAL_QUEUE.to_owned(), KeyType::Hash),
-            (dynamodb::APPROVAL_REQUESTED_AT.to_owned(), KeyType::Range),
-        ]
-    );
-    assert_eq!(
-        index.projection().and_then(|p| p.projection_type()),
-        Some(&ProjectionType::KeysOnly)
-    );
+    assert_documented_indexes(&table);
     assert_eq!(
         dynamodb::PENDING_APPROVALS_PROJECTION,
         ProjectionType::KeysOnly
     );
+}
+
+/// The table has exactly the indexes of `dynamodb::INDEXES`, each projecting its keys.
+fn assert_documented_indexes(table: &TableDescription) {
+    let keys = |schema: &[KeySchemaElement]| -> Vec<(String, KeyType)> {
+        schema
+            .iter()
+            .map(|k| (k.attribute_name().to_owned(), k.key_type().clone()))
+            .collect()
+    };
+    let indexes = table.global_secondary_indexes();
+    assert_eq!(indexes.len(), dynamodb::INDEXES.len(), "{indexes:?}");
+    for (name, hash, range) in dynamodb::INDEXES {
+        let index = indexes
+            .iter()
+            .find(|i| i.index_name() == Some(name))
+            .unwrap_or_else(|| panic!("no index {name}: {indexes:?}"));
+        assert_eq!(
+            keys(index.key_schema()),
+            [
+                (hash.to_owned(), KeyType::Hash),
+                (range.to_owned(), KeyType::Range),
+            ]
+        );
+        assert_eq!(
+            index.projection().and_then(|p| p.projection_type()),
+            Some(&ProjectionType::KeysOnly)
+        );
+    }
+}
+
+/// A table made by a build from before the incidents index gets it added, and is then used.
+#[tokio::test]
+async fn a_table_from_before_the_incidents_index_gets_it_added() {
+    let client = moto::shared().client();
+    let table = unique("before-incidents");
+    let key = |name: &str, key_type| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(key_type)
+            .build()
+            .unwrap()
+    };
+    let attribute = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    client
+        .create_table()
+        .table_name(&table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(dynamodb::PARTITION_KEY, KeyType::Hash))
+        .attribute_definitions(attribute(dynamodb::PARTITION_KEY))
+        .attribute_definitions(attribute(dynamodb::APPROVAL_QUEUE))
+        .attribute_definitions(attribute(dynamodb::APPROVAL_REQUESTED_AT))
+        .global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(dynamodb::PENDING_APPROVALS_INDEX)
+                .key_schema(key(dynamodb::APPROVAL_QUEUE, KeyType::Hash))
+                .key_schema(key(dynamodb::APPROVAL_REQUESTED_AT, KeyType::Range))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::KeysOnly)
+                        .build(),
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("create the old shape");
+    create_table(&client, &table).await.expect("index added");
+    let described = client
+        .describe_table()
+        .table_name(&table)
+        .send()
+        .await
+        .expect("describe")
+        .table
+        .expect("table");
+    assert_documented_indexes(&described);
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
-    Charge, Created, Decided, Decision, Failure, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, Page, PendingApproval, Refund, StoreError,
+    Charge, Created, Decided, Decision, Failure, Incident, IncidentCursor, NewOrder,
+    OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval, Refund,
+    Resolved, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -76,6 +77,31 @@ impl OrderRepository for Broken {
         self.fail().await
     }
     async fn pending_approvals(&self, _: u32) -> Result<Vec<PendingApproval>, StoreError> {
+        self.fail().await
+    }
+    async fn record_incident(
+        &self,
+        _: &OrderId,
+        _: &Incident,
+        _: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn record_action(&self, _: &OrderId, _: &OperatorAction) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn resolve_incident(
+        &self,
+        _: &OrderId,
+        _: &OperatorAction,
+    ) -> Result<Resolved, StoreError> {
+        self.fail().await
+    }
+    async fn open_incidents(
+        &self,
+        _: Option<&IncidentCursor>,
+        _: u32,
+    ) -> Result<Page<Order>, StoreError> {
         self.fail().await
     }
     async fn list_orders(&self, _: Option<&str>, _: u32) -> Result<Page<Order>, StoreError> {

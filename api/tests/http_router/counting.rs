@@ -1,9 +1,11 @@
 //! A payment gateway that counts the charges and the lookups (`find_charge`) asked through it,
-//! to see which requests and steps ask the provider; it passes every call on to the real
-//! gateway. Shared by the test binaries that need it (`#[path]`).
+//! to see which requests and steps ask the provider, and refuses refunds while told to; it
+//! passes every other call on to the real gateway. Shared by the test binaries that need it
+//! (`#[path]`).
 
 use async_trait::async_trait;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use store::{Charge, ChargeRequest, GatewayError, OrderId, Page, PaymentGateway, Refund, Refunded};
 
@@ -11,6 +13,7 @@ pub struct CountingPayments {
     inner: Arc<dyn PaymentGateway>,
     charges: AtomicUsize,
     finds: AtomicUsize,
+    refund_refusal: Mutex<Option<GatewayError>>,
 }
 
 impl CountingPayments {
@@ -19,7 +22,14 @@ impl CountingPayments {
             inner,
             charges: AtomicUsize::new(0),
             finds: AtomicUsize::new(0),
+            refund_refusal: Mutex::new(None),
         }
+    }
+
+    /// Every refund fails with `refusal` from now on (`None`: refunds go through again).
+    #[allow(dead_code)] // each test binary uses what it needs
+    pub fn refuse_refunds(&self, refusal: Option<GatewayError>) {
+        *self.refund_refusal.lock().unwrap() = refusal;
     }
 
     /// How many times `charge` was called.
@@ -51,6 +61,10 @@ impl PaymentGateway for CountingPayments {
         charge_id: Option<&str>,
         idempotency_key: &str,
     ) -> Result<Refunded, GatewayError> {
+        let refusal = self.refund_refusal.lock().unwrap().clone();
+        if let Some(refusal) = refusal {
+            return Err(refusal);
+        }
         self.inner
             .refund(order_id, charge_id, idempotency_key)
             .await

@@ -169,7 +169,11 @@ macro_rules! contract_suite {
             decision_needs_a_parked_token,
             park_after_a_decision_changes_nothing,
             pending_approvals_oldest_first,
-            listing_pages_cover_every_order_once
+            listing_pages_cover_every_order_once,
+            an_incident_keeps_its_first_time_and_closes_with_the_end,
+            resolving_closes_an_open_incident_once,
+            actions_are_appended_in_order,
+            open_incidents_page_oldest_first
         );
         $crate::contract_suite!(@each $fresh, inventory, inventory:
             set_available_reports_the_level,

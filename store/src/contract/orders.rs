@@ -1,5 +1,6 @@
 //! The contract of `OrderRepository`: conditional create, forward-only status, the charge (id
-//! and time) recorded once, approvals parked and decided once.
+//! and time) recorded once, approvals parked and decided once,
+//! incidents recorded, listed and resolved.
 
 use super::{all_pages, covered_once, failure, new_order, now, order_id};
 use crate::domain::*;
@@ -506,4 +507,182 @@ pub async fn listing_pages_cover_every_order_once(repo: &dyn OrderRepository) {
     let found = |id: &OrderId| listed.iter().find(|o| o.id() == id).expect("listed");
     assert_eq!(found(moved.id()), &moved, "as it is now");
     assert_eq!(found(ours[6].id()), &ours[6]);
+}
+
+fn incident(step: &str, since: chrono::DateTime<chrono::Utc>) -> Incident {
+    Incident {
+        step: step.to_owned(),
+        error: "Payment.Declined".to_owned(),
+        cause: format!("{step} was refused"),
+        attempts: 1,
+        since,
+    }
+}
+
+fn action(kind: ActionKind, note: &str) -> OperatorAction {
+    OperatorAction {
+        action: kind,
+        by: "ops-ada".to_owned(),
+        note: Some(note.to_owned()),
+        at: now(),
+    }
+}
+
+/// An order whose compensation gave up at `step` at `since`.
+async fn with_incident(
+    repo: &dyn OrderRepository,
+    prefix: &str,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Order {
+    let order = created(repo, prefix).await;
+    repo.advance(order.id(), OrderStatus::Compensating, Some(failure("Late")))
+        .await
+        .expect("compensate");
+    repo.record_incident(order.id(), &incident("RefundPayment", since), None)
+        .await
+        .expect("record incident")
+}
+
+pub async fn an_incident_keeps_its_first_time_and_closes_with_the_end(repo: &dyn OrderRepository) {
+    let first = now() - Duration::minutes(5);
+    let order = created(repo, "incident").await;
+    let id = order.id();
+    let recorded = repo
+        .record_incident(
+            id,
+            &incident("ReleaseInventory", first),
+            Some(failure("Boom")),
+        )
+        .await
+        .expect("record");
+    assert_eq!(recorded.status, OrderStatus::CompensationFailed);
+    assert_eq!(recorded.incident, Some(incident("ReleaseInventory", first)));
+    assert_eq!(
+        recorded.failure,
+        Some(failure("Boom")),
+        "recorded when none was"
+    );
+    // A redriven compensation that fails again: the newer step and error, the first time.
+    let mut again = incident("RefundPayment", now());
+    again.attempts = 31;
+    let recorded = repo
+        .record_incident(id, &again, Some(failure("Other")))
+        .await
+        .expect("record again");
+    again.since = first;
+    assert_eq!(recorded.incident, Some(again));
+    assert_eq!(
+        recorded.failure,
+        Some(failure("Boom")),
+        "the first failure is kept"
+    );
+    // The redrive finishes the compensation: the order ends and the incident closes.
+    let cancelled = repo
+        .advance(id, OrderStatus::Cancelled, None)
+        .await
+        .expect("cancel");
+    assert_eq!(
+        (cancelled.status, cancelled.incident),
+        (OrderStatus::Cancelled, None)
+    );
+    // No incident is opened on an order that has ended.
+    let after = repo
+        .record_incident(id, &incident("RefundPayment", now()), None)
+        .await
+        .expect("record on an ended order");
+    assert_eq!(
+        (after.status, after.incident),
+        (OrderStatus::Cancelled, None)
+    );
+}
+
+pub async fn resolving_closes_an_open_incident_once(repo: &dyn OrderRepository) {
+    let order = with_incident(repo, "resolve", now()).await;
+    let first = action(ActionKind::Resolve, "refunded by hand in the dashboard");
+    let resolved = match repo
+        .resolve_incident(order.id(), &first)
+        .await
+        .expect("resolve")
+    {
+        Resolved::Now(order) => order,
+        other => panic!("an open incident resolves: {other:?}"),
+    };
+    assert_eq!(resolved.status, OrderStatus::Cancelled);
+    assert_eq!(resolved.incident, None);
+    assert_eq!(resolved.actions, std::slice::from_ref(&first));
+    // Again: nothing changes, and the answer says so.
+    let second = action(ActionKind::Resolve, "twice");
+    match repo
+        .resolve_incident(order.id(), &second)
+        .await
+        .expect("resolve")
+    {
+        Resolved::NotOpen(order) => assert_eq!(order.actions, [first]),
+        other => panic!("a closed incident does not resolve again: {other:?}"),
+    }
+    // An order that never had one.
+    let plain = created(repo, "resolve-none").await;
+    match repo
+        .resolve_incident(plain.id(), &second)
+        .await
+        .expect("resolve")
+    {
+        Resolved::NotOpen(order) => {
+            assert_eq!(
+                (order.status, order.actions),
+                (OrderStatus::Accepted, vec![])
+            );
+        }
+        other => panic!("no incident, nothing resolved: {other:?}"),
+    }
+    let missing = order_id("resolve-missing");
+    assert!(matches!(
+        repo.resolve_incident(&missing, &second).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn actions_are_appended_in_order(repo: &dyn OrderRepository) {
+    let order = with_incident(repo, "actions", now()).await;
+    assert_eq!(order.actions, []);
+    let a = action(ActionKind::Redrive, "first");
+    let b = action(ActionKind::Redrive, "second");
+    repo.record_action(order.id(), &a).await.expect("a");
+    let after = repo.record_action(order.id(), &b).await.expect("b");
+    assert_eq!(after.actions, [a, b]);
+    assert_eq!(
+        after.incident, order.incident,
+        "an action leaves the incident open"
+    );
+    assert_eq!(repo.get(order.id()).await.expect("get"), Some(after));
+}
+
+pub async fn open_incidents_page_oldest_first(repo: &dyn OrderRepository) {
+    let base = now() - Duration::days(3650);
+    let mut ours = Vec::new();
+    for offset in [40, 10, 30, 20, 0] {
+        let order = with_incident(repo, "incidents", base + Duration::seconds(offset)).await;
+        ours.push(order);
+    }
+    let closed = with_incident(repo, "incidents-closed", base + Duration::seconds(5)).await;
+    repo.advance(closed.id(), OrderStatus::Cancelled, None)
+        .await
+        .expect("close");
+    created(repo, "incidents-none").await;
+    let listed = all_pages(2, |after| async move {
+        let cursor = after.map(|a| IncidentCursor::parse(&a).expect("a cursor the store made"));
+        repo.open_incidents(cursor.as_ref(), 2).await
+    })
+    .await;
+    let mine: Vec<&Order> = listed
+        .iter()
+        .filter(|o| ours.iter().any(|ours| ours.id() == o.id()) || o.id() == closed.id())
+        .collect();
+    ours.sort_by_key(|o| o.incident.as_ref().map(|i| i.since));
+    let expected: Vec<&Order> = ours.iter().collect();
+    assert_eq!(
+        mine, expected,
+        "oldest first, as stored, closed ones left out"
+    );
+    assert!(IncidentCursor::parse("not a cursor").is_none());
 }

@@ -7,7 +7,7 @@
 use super::table::PARTITION_KEY;
 use crate::error::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ pub(crate) fn n(v: u64) -> AttributeValue {
 }
 
 pub(crate) fn ts(at: DateTime<Utc>) -> AttributeValue {
-    s(at.to_rfc3339_opts(SecondsFormat::Nanos, true))
+    s(crate::timestamp(at))
 }
 
 pub(crate) fn json<T: Serialize + ?Sized>(v: &T) -> Result<AttributeValue, StoreError> {

@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemError, create_table::CreateTableError,
     describe_table::DescribeTableError, get_item::GetItemError, put_item::PutItemError,
     query::QueryError, scan::ScanError, transact_write_items::TransactWriteItemsError,
-    update_item::UpdateItemError,
+    update_item::UpdateItemError, update_table::UpdateTableError,
 };
 
 /// What a service error means to the caller.
@@ -101,6 +101,11 @@ classify! {
         // Too many tables being created or changed at once.
         transient: [InternalServerError, LimitExceededException],
         missing_table: [],
+        refused: [InvalidEndpointException, ResourceInUseException],
+    }
+    [UpdateTableError] {
+        transient: [InternalServerError, LimitExceededException],
+        missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException, ResourceInUseException],
     }
     [DescribeTableError] {

@@ -14,12 +14,16 @@
 //! look finds it.
 
 use super::codec::{Fields, Item, json, n, s, ts};
-use super::table::{APPROVAL_QUEUE, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX, prefix};
+use super::table::{
+    APPROVAL_QUEUE, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN, OPEN_INCIDENTS_INDEX, PARTITION_KEY,
+    PENDING, PENDING_APPROVALS_INDEX, prefix,
+};
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, OrderRepository, Page, PendingApproval, warn_if_other_charge,
+    Created, Decided, DecisionPlan, IncidentCursor, OrderRepository, Page, PendingApproval,
+    Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -28,6 +32,46 @@ use std::collections::HashMap;
 
 fn order_pk(id: &OrderId) -> String {
     format!("{}{id}", prefix::ORDER)
+}
+
+/// The attributes of an open incident, removed together when it closes (`incident_since` is
+/// also the `open-incidents` index's range key, `incident_queue` its hash key).
+const INCIDENT_ATTRIBUTES: [&str; 6] = [
+    INCIDENT_QUEUE,
+    INCIDENT_SINCE,
+    "incident_step",
+    "incident_error",
+    "incident_cause",
+    "incident_attempts",
+];
+
+/// `, #a, #b…`: the incident's attributes, to append to a `REMOVE` clause.
+fn remove_incident() -> String {
+    INCIDENT_ATTRIBUTES
+        .iter()
+        .map(|a| format!(", #{a}"))
+        .collect()
+}
+
+/// The operators' actions: a list of JSON strings, appended to with `list_append`.
+fn actions_from(item: &Item) -> Result<Vec<OperatorAction>, StoreError> {
+    let Some(value) = item.get("actions") else {
+        return Ok(Vec::new());
+    };
+    let bad = |e: String| StoreError::Internal(format!("order with unreadable actions: {e}"));
+    value
+        .as_l()
+        .map_err(|_| bad("not a list".to_owned()))?
+        .iter()
+        .map(|a| {
+            let text = a.as_s().map_err(|_| bad("not a string".to_owned()))?;
+            serde_json::from_str(text).map_err(|e| bad(e.to_string()))
+        })
+        .collect()
+}
+
+fn action_list(action: &OperatorAction) -> Result<AttributeValue, StoreError> {
+    Ok(AttributeValue::L(vec![json(action)?]))
 }
 
 fn decision_str(d: Decision) -> &'static str {
@@ -125,6 +169,18 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
         },
         failure,
         approval,
+        incident: match f.opt_ts(INCIDENT_SINCE)? {
+            Some(since) => Some(Incident {
+                step: f.string("incident_step")?,
+                error: f.string("incident_error")?,
+                cause: f.opt_string("incident_cause")?.unwrap_or_default(),
+                attempts: u32::try_from(f.n("incident_attempts")?)
+                    .map_err(|_| StoreError::Internal("incident attempts out of range".into()))?,
+                since,
+            }),
+            None => None,
+        },
+        actions: actions_from(item)?,
         updated_at: f.ts("updated_at")?,
     })
 }
@@ -315,11 +371,174 @@ impl OrderRepository for DynamoStore {
             values.insert(":error".to_owned(), s(failure.error));
             values.insert(":cause".to_owned(), s(failure.cause));
         }
+        let closes = if to.is_final() {
+            remove_incident()
+        } else {
+            String::new()
+        };
+        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}{closes}");
+        Ok(self
+            .change_order(id, &update, &condition, values)
+            .await?
+            .into_order())
+    }
+
+    async fn record_incident(
+        &self,
+        id: &OrderId,
+        incident: &Incident,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let failed = OrderStatus::CompensationFailed;
+        let from: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.rank() <= failed.rank())
+            .collect();
+        let mut values = HashMap::from([
+            (":to".to_owned(), s(failed.as_str())),
+            (":now".to_owned(), ts(Utc::now())),
+            (":step".to_owned(), s(&incident.step)),
+            (":error".to_owned(), s(&incident.error)),
+            (":cause".to_owned(), s(&incident.cause)),
+            (":attempts".to_owned(), n(u64::from(incident.attempts))),
+            (":since".to_owned(), ts(incident.since)),
+            (":open".to_owned(), s(OPEN)),
+        ]);
+        let condition =
+            status_in(&from, &mut values).expect("statuses lead to COMPENSATION_FAILED");
+        let mut set = format!(
+            "SET #status = :to, #updated_at = :now, #incident_step = :step, \
+             #incident_error = :error, #incident_cause = :cause, \
+             #incident_attempts = :attempts, \
+             #{INCIDENT_SINCE} = if_not_exists(#{INCIDENT_SINCE}, :since), \
+             #{INCIDENT_QUEUE} = :open"
+        );
+        if let Some(failure) = failure {
+            set.push_str(
+                ", #failure_error = if_not_exists(#failure_error, :failure_error), \
+                 #failure_cause = if_not_exists(#failure_cause, :failure_cause)",
+            );
+            values.insert(":failure_error".to_owned(), s(failure.error));
+            values.insert(":failure_cause".to_owned(), s(failure.cause));
+        }
         let update = format!("{set} REMOVE #{APPROVAL_QUEUE}");
         Ok(self
             .change_order(id, &update, &condition, values)
             .await?
             .into_order())
+    }
+
+    async fn record_action(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Order, StoreError> {
+        let values = HashMap::from([
+            (":action".to_owned(), action_list(action)?),
+            (":none".to_owned(), AttributeValue::L(Vec::new())),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        Ok(self
+            .change_order(
+                id,
+                "SET #actions = list_append(if_not_exists(#actions, :none), :action), \
+                 #updated_at = :now",
+                &format!("attribute_exists(#{PARTITION_KEY})"),
+                values,
+            )
+            .await?
+            .into_order())
+    }
+
+    async fn resolve_incident(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Resolved, StoreError> {
+        let values = HashMap::from([
+            (":to".to_owned(), s(OrderStatus::Cancelled.as_str())),
+            (
+                ":failed".to_owned(),
+                s(OrderStatus::CompensationFailed.as_str()),
+            ),
+            (":action".to_owned(), action_list(action)?),
+            (":none".to_owned(), AttributeValue::L(Vec::new())),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let update = format!(
+            "SET #status = :to, #updated_at = :now, \
+             #actions = list_append(if_not_exists(#actions, :none), :action) \
+             REMOVE #{APPROVAL_QUEUE}{}",
+            remove_incident()
+        );
+        let condition = format!("#status = :failed AND attribute_exists(#{INCIDENT_SINCE})");
+        Ok(
+            match self.change_order(id, &update, &condition, values).await? {
+                Change::Applied(order) => Resolved::Now(order),
+                Change::Unchanged(order) => Resolved::NotOpen(order),
+            },
+        )
+    }
+
+    /// From the sparse `open-incidents` index (eventually consistent), each order read again
+    /// consistently: one whose incident closed since is left out.
+    async fn open_incidents(
+        &self,
+        after: Option<&IncidentCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let start = after.map(|c| {
+            HashMap::from([
+                (INCIDENT_QUEUE.to_owned(), s(OPEN)),
+                (INCIDENT_SINCE.to_owned(), s(&c.since)),
+                (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
+            ])
+        });
+        let page = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(OPEN_INCIDENTS_INDEX)
+            .key_condition_expression(format!("#{INCIDENT_QUEUE} = :open"))
+            .expression_attribute_names(format!("#{INCIDENT_QUEUE}"), INCIDENT_QUEUE)
+            .expression_attribute_values(":open", s(OPEN))
+            .scan_index_forward(true)
+            .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(sdk("Query"))?;
+        let candidates: Vec<String> = page
+            .items()
+            .iter()
+            .map(|item| Fields::of(item).string(PARTITION_KEY))
+            .collect::<Result<_, _>>()?;
+        let now = self.get_items(&candidates).await?;
+        let mut items = Vec::new();
+        for pk in &candidates {
+            let Some(item) = now.get(pk) else { continue };
+            let order = order_from(item)?;
+            if order.incident.is_some() {
+                items.push(order);
+            }
+        }
+        // The page goes on after the last order the index gave, kept or not.
+        let next = match &page.last_evaluated_key {
+            Some(key) => {
+                let f = Fields::of(key);
+                let pk = f.string(PARTITION_KEY)?;
+                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
+                Some(
+                    IncidentCursor {
+                        since: f.string(INCIDENT_SINCE)?,
+                        order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
+                    }
+                    .to_string(),
+                )
+            }
+            None => None,
+        };
+        Ok(Page { items, next })
     }
 
     /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision is recorded,

@@ -1,4 +1,4 @@
-//! The table's shape, in one place: its key, its one index and the key prefix of every item
+//! The table's shape, in one place: its key, its two indexes and the key prefix of every item
 //! kind. The CloudFormation template in `deploy/` must declare exactly this;
 //! [`create_table`] creates it (for `fulfillment provision` and the tests).
 //!
@@ -6,8 +6,9 @@
 //! |---|---|
 //! | billing | `PAY_PER_REQUEST` |
 //! | key | [`PARTITION_KEY`] `pk` (S, HASH); no sort key |
-//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S |
+//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S |
 //! | index | [`PENDING_APPROVALS_INDEX`] `pending-approvals`: [`APPROVAL_QUEUE`] (S, HASH), [`APPROVAL_REQUESTED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`OPEN_INCIDENTS_INDEX`] `open-incidents`: [`INCIDENT_QUEUE`] (S, HASH), [`INCIDENT_SINCE`] (S, RANGE), projection `KEYS_ONLY` |
 //!
 //! The index is sparse: only an order awaiting a decision with a parked token carries
 //! `approval_queue` (always [`PENDING`]), so the index holds exactly the operators' queue,
@@ -15,6 +16,10 @@
 //! is fine for the few orders that need an approval (a partition takes about a thousand writes
 //! a second), and it is what lets one `Query` return them in order. Should the queue ever grow
 //! past that, shard the hash key (`PENDING#0`…`PENDING#n`) and merge the queries.
+//!
+//! `open-incidents` is sparse the same way: only an order whose compensation gave up and waits
+//! for a person carries `incident_queue` (always [`OPEN`]). A table made before it existed gets
+//! it added by [`create_table`] (`UpdateTable`), which waits until it is `ACTIVE`.
 
 use super::error::sdk;
 use crate::error::StoreError;
@@ -22,8 +27,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::client::Waiters;
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, TableDescription,
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
+    GlobalSecondaryIndexUpdate, IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TableDescription,
 };
 use aws_sdk_dynamodb::waiters::table_exists::WaitUntilTableExistsError as WaiterError;
 use std::time::Duration;
@@ -40,6 +46,14 @@ pub const APPROVAL_QUEUE: &str = "approval_queue";
 pub const APPROVAL_REQUESTED_AT: &str = "approval_requested_at";
 /// The one value of [`APPROVAL_QUEUE`].
 pub const PENDING: &str = "PENDING";
+/// The sparse index of orders with an open incident.
+pub const OPEN_INCIDENTS_INDEX: &str = "open-incidents";
+/// Hash key of [`OPEN_INCIDENTS_INDEX`], set (to [`OPEN`]) only while an incident is open.
+pub const INCIDENT_QUEUE: &str = "incident_queue";
+/// Range key of [`OPEN_INCIDENTS_INDEX`]: when the incident was first recorded.
+pub const INCIDENT_SINCE: &str = "incident_since";
+/// The one value of [`INCIDENT_QUEUE`].
+pub const OPEN: &str = "OPEN";
 /// What the index projects: its keys (and the table's). Readers fetch the orders themselves,
 /// consistently, so the index needs nothing more.
 pub const PENDING_APPROVALS_PROJECTION: ProjectionType = ProjectionType::KeysOnly;
@@ -71,46 +85,64 @@ pub(crate) mod prefix {
 /// How long [`create_table`] waits for a new table to become `ACTIVE`.
 const ACTIVE_WITHIN: Duration = Duration::from_secs(300);
 
-/// Creates the table unless it exists, then waits until it is `ACTIVE`. An existing table must
-/// have this shape (key and index); one that does not is an error, not silently used.
-pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
-    let key = |name: &str, key_type| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(key_type)
-            .build()
-            .map_err(|e| StoreError::Internal(format!("key schema: {e}")))
-    };
-    let string_attribute = |name: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(name)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .map_err(|e| StoreError::Internal(format!("attribute definition: {e}")))
-    };
-    let index = GlobalSecondaryIndex::builder()
-        .index_name(PENDING_APPROVALS_INDEX)
-        .key_schema(key(APPROVAL_QUEUE, KeyType::Hash)?)
-        .key_schema(key(APPROVAL_REQUESTED_AT, KeyType::Range)?)
+/// The table's indexes: name, hash key, range key. Each projects its keys only
+/// ([`PENDING_APPROVALS_PROJECTION`]): readers fetch the items themselves, consistently.
+pub const INDEXES: [(&str, &str, &str); 2] = [
+    (
+        PENDING_APPROVALS_INDEX,
+        APPROVAL_QUEUE,
+        APPROVAL_REQUESTED_AT,
+    ),
+    (OPEN_INCIDENTS_INDEX, INCIDENT_QUEUE, INCIDENT_SINCE),
+];
+
+fn key(name: &str, key_type: KeyType) -> Result<KeySchemaElement, StoreError> {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(key_type)
+        .build()
+        .map_err(|e| StoreError::Internal(format!("key schema: {e}")))
+}
+
+fn string_attribute(name: &str) -> Result<AttributeDefinition, StoreError> {
+    AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::S)
+        .build()
+        .map_err(|e| StoreError::Internal(format!("attribute definition: {e}")))
+}
+
+fn index(name: &str, hash: &str, range: &str) -> Result<GlobalSecondaryIndex, StoreError> {
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .key_schema(key(hash, KeyType::Hash)?)
+        .key_schema(key(range, KeyType::Range)?)
         .projection(
             Projection::builder()
                 .projection_type(PENDING_APPROVALS_PROJECTION)
                 .build(),
         )
         .build()
-        .map_err(|e| StoreError::Internal(format!("index: {e}")))?;
-    let created = client
+        .map_err(|e| StoreError::Internal(format!("index: {e}")))
+}
+
+/// Creates the table unless it exists, then waits until it is `ACTIVE`; adds an index a table
+/// made by an older build lacks. An existing table must otherwise have this shape (key and
+/// indexes); one that does not is an error, not silently used.
+pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError> {
+    let mut create = client
         .create_table()
         .table_name(table)
         .billing_mode(BillingMode::PayPerRequest)
         .key_schema(key(PARTITION_KEY, KeyType::Hash)?)
-        .attribute_definitions(string_attribute(PARTITION_KEY)?)
-        .attribute_definitions(string_attribute(APPROVAL_QUEUE)?)
-        .attribute_definitions(string_attribute(APPROVAL_REQUESTED_AT)?)
-        .global_secondary_indexes(index)
-        .send()
-        .await;
-    match created {
+        .attribute_definitions(string_attribute(PARTITION_KEY)?);
+    for (name, hash, range) in INDEXES {
+        create = create
+            .attribute_definitions(string_attribute(hash)?)
+            .attribute_definitions(string_attribute(range)?)
+            .global_secondary_indexes(index(name, hash, range)?);
+    }
+    match create.send().await {
         Ok(_) => tracing::info!(table, "DynamoDB table created"),
         // It exists (perhaps still being created by someone else): wait for it like for ours.
         Err(e)
@@ -118,24 +150,101 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
                 .is_some_and(|e| e.is_resource_in_use_exception()) => {}
         Err(e) => return Err(sdk("CreateTable")(e)),
     }
-    let described = client
-        .wait_until_table_exists()
+    let mut described = wait_active(client, table).await?;
+    for (name, hash, range) in INDEXES {
+        let has = |d: &Option<TableDescription>| {
+            d.as_ref().is_some_and(|d| {
+                d.global_secondary_indexes()
+                    .iter()
+                    .any(|i| i.index_name() == Some(name))
+            })
+        };
+        if has(&described) {
+            continue;
+        }
+        add_index(client, table, name, hash, range).await?;
+        described = wait_active(client, table).await?;
+    }
+    check_shape(table, described.as_ref())
+}
+
+/// Waits until the table and its indexes are `ACTIVE`, and describes it.
+async fn wait_active(client: &Client, table: &str) -> Result<Option<TableDescription>, StoreError> {
+    let deadline = tokio::time::Instant::now() + ACTIVE_WITHIN;
+    loop {
+        let described = client
+            .wait_until_table_exists()
+            .table_name(table)
+            .wait(ACTIVE_WITHIN)
+            .await
+            .map_err(|e| match e {
+                WaiterError::OperationFailed(failed) => sdk("DescribeTable")(failed.into_error()),
+                WaiterError::ExceededMaxWait(_) => StoreError::Unavailable(format!(
+                    "DynamoDB table {table} did not become ACTIVE within {ACTIVE_WITHIN:?}"
+                )),
+                other => StoreError::Internal(format!(
+                    "DynamoDB table {table} did not become ACTIVE: {}",
+                    DisplayErrorContext(&other)
+                )),
+            })?
+            .into_result()
+            .map_err(sdk("DescribeTable"))?;
+        let table_description = described.table;
+        let indexes_active = table_description.as_ref().is_none_or(|t| {
+            t.global_secondary_indexes()
+                .iter()
+                .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active))
+        });
+        if indexes_active {
+            return Ok(table_description);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(StoreError::Unavailable(format!(
+                "an index of DynamoDB table {table} did not become ACTIVE within {ACTIVE_WITHIN:?}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Adds the index `name` to an existing table (one made by a build from before it existed).
+async fn add_index(
+    client: &Client,
+    table: &str,
+    name: &str,
+    hash: &str,
+    range: &str,
+) -> Result<(), StoreError> {
+    let gsi = index(name, hash, range)?;
+    let create = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(name)
+        .set_key_schema(Some(gsi.key_schema().to_vec()))
+        .set_projection(gsi.projection().cloned())
+        .build()
+        .map_err(|e| StoreError::Internal(format!("index: {e}")))?;
+    let added = client
+        .update_table()
         .table_name(table)
-        .wait(ACTIVE_WITHIN)
-        .await
-        .map_err(|e| match e {
-            WaiterError::OperationFailed(failed) => sdk("DescribeTable")(failed.into_error()),
-            WaiterError::ExceededMaxWait(_) => StoreError::Unavailable(format!(
-                "DynamoDB table {table} did not become ACTIVE within {ACTIVE_WITHIN:?}"
-            )),
-            other => StoreError::Internal(format!(
-                "DynamoDB table {table} did not become ACTIVE: {}",
-                DisplayErrorContext(&other)
-            )),
-        })?;
-    match described.into_result() {
-        Ok(output) => check_shape(table, output.table()),
-        Err(e) => Err(sdk("DescribeTable")(e)),
+        .attribute_definitions(string_attribute(hash)?)
+        .attribute_definitions(string_attribute(range)?)
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder().create(create).build(),
+        )
+        .send()
+        .await;
+    match added {
+        Ok(_) => {
+            tracing::info!(table, index = name, "DynamoDB index added");
+            Ok(())
+        }
+        // Another replica is adding it at the same moment: wait for it like for ours.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|e| e.is_resource_in_use_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(sdk("UpdateTable")(e)),
     }
 }
 
@@ -160,17 +269,19 @@ fn check_shape(table: &str, description: Option<&TableDescription>) -> Result<()
     if keys(description.key_schema()) != [(PARTITION_KEY.to_owned(), KeyType::Hash)] {
         return Err(mismatch("key schema"));
     }
-    let index = description
-        .global_secondary_indexes()
-        .iter()
-        .find(|i| i.index_name() == Some(PENDING_APPROVALS_INDEX))
-        .ok_or_else(|| mismatch(&format!("set of indexes (no {PENDING_APPROVALS_INDEX})")))?;
-    let expected = [
-        (APPROVAL_QUEUE.to_owned(), KeyType::Hash),
-        (APPROVAL_REQUESTED_AT.to_owned(), KeyType::Range),
-    ];
-    if keys(index.key_schema()) != expected {
-        return Err(mismatch(&format!("{PENDING_APPROVALS_INDEX} key schema")));
+    for (name, hash, range) in INDEXES {
+        let index = description
+            .global_secondary_indexes()
+            .iter()
+            .find(|i| i.index_name() == Some(name))
+            .ok_or_else(|| mismatch(&format!("set of indexes (no {name})")))?;
+        let expected = [
+            (hash.to_owned(), KeyType::Hash),
+            (range.to_owned(), KeyType::Range),
+        ];
+        if keys(index.key_schema()) != expected {
+            return Err(mismatch(&format!("{name} key schema")));
+        }
     }
     Ok(())
 }

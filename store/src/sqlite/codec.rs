@@ -3,7 +3,7 @@
 //! checked `INTEGER`s, nested records as JSON text.
 
 use crate::error::StoreError;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::types::Type;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 /// A timestamp column value. Nanosecond precision with `Z` keeps every value the same width, so
 /// `ORDER BY` on the text is chronological and a stored time reads back exactly.
 pub(crate) fn ts(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Nanos, true)
+    crate::timestamp(at)
 }
 
 pub(crate) fn now() -> String {

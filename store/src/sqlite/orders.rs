@@ -10,7 +10,8 @@ use super::{
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, OrderRepository, Page, PendingApproval, warn_if_other_charge,
+    Created, Decided, DecisionPlan, IncidentCursor, OrderRepository, Page, PendingApproval,
+    Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -21,7 +22,8 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     shipping_address, amount_cents, requires_approval, body_hash, created_at, status, \
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
-    charge_id, charged_at, refund_id, refund_amount_cents, refunded_at, owner FROM orders";
+    charge_id, charged_at, refund_id, refund_amount_cents, refunded_at, owner, incident_step, \
+    incident_error, incident_cause, incident_attempts, incident_since, actions FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -35,6 +37,10 @@ fn rank_sql() -> &'static str {
         format!("(CASE status{arms} END)")
     })
 }
+
+/// The `SET` clauses that close an order's incident (a final status has none open).
+const CLOSE_INCIDENT: &str = ", incident_step = NULL, incident_error = NULL, \
+    incident_cause = NULL, incident_attempts = NULL, incident_since = NULL";
 
 fn decision_str(d: Decision) -> &'static str {
     match d {
@@ -102,6 +108,17 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
         },
         failure,
         approval,
+        incident: match get_opt_ts(r, 31)? {
+            Some(since) => Some(Incident {
+                step: text(27)?,
+                error: text(28)?,
+                cause: text(29)?,
+                attempts: r.get(30)?,
+                since,
+            }),
+            None => None,
+        },
+        actions: get_json(r, 32)?,
         updated_at: get_ts(r, 20)?,
     })
 }
@@ -281,8 +298,9 @@ impl OrderRepository for SqliteStore {
         let sql = format!(
             "UPDATE orders SET status = ?2, updated_at = ?3, \
              failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
-             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END \
+             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END{} \
              WHERE order_id = ?1 AND {} < ?6",
+            if to.is_final() { CLOSE_INCIDENT } else { "" },
             rank_sql()
         );
         let values = vec![
@@ -396,6 +414,105 @@ impl OrderRepository for SqliteStore {
                 },
             )?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+        .await
+    }
+
+    async fn record_incident(
+        &self,
+        id: &OrderId,
+        incident: &Incident,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let failed = OrderStatus::CompensationFailed;
+        let (error, cause) = match failure {
+            Some(f) => (Some(f.error), Some(f.cause)),
+            None => (None, None),
+        };
+        let sql = format!(
+            "UPDATE orders SET status = ?2, updated_at = ?3, \
+             failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
+             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END, \
+             incident_step = ?6, incident_error = ?7, incident_cause = ?8, \
+             incident_attempts = ?9, incident_since = COALESCE(incident_since, ?10) \
+             WHERE order_id = ?1 AND {} <= ?11",
+            rank_sql()
+        );
+        let values = vec![
+            failed.as_str().to_owned().into(),
+            now().into(),
+            error.into(),
+            cause.into(),
+            incident.step.clone().into(),
+            incident.error.clone().into(),
+            incident.cause.clone().into(),
+            i64::from(incident.attempts).into(),
+            ts(incident.since).into(),
+            i64::from(failed.rank()).into(),
+        ];
+        update_and_load(self, id, sql, values).await
+    }
+
+    async fn record_action(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET actions = json_insert(actions, '$[#]', json(?2)), \
+                   updated_at = ?3 WHERE order_id = ?1";
+        let values = vec![to_json(action)?.into(), now().into()];
+        update_and_load(self, id, sql.to_owned(), values).await
+    }
+
+    async fn resolve_incident(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Resolved, StoreError> {
+        let sql = format!(
+            "UPDATE orders SET status = ?2, updated_at = ?3, \
+             actions = json_insert(actions, '$[#]', json(?4)){CLOSE_INCIDENT} \
+             WHERE order_id = ?1 AND status = ?5 AND incident_since IS NOT NULL"
+        );
+        let values = vec![
+            OrderStatus::Cancelled.as_str().to_owned().into(),
+            now().into(),
+            to_json(action)?.into(),
+            OrderStatus::CompensationFailed.as_str().to_owned().into(),
+        ];
+        let order = update_and_load(self, id, sql, values).await?;
+        // The action is the last one recorded only when this write made it.
+        Ok(
+            if order.actions.last() == Some(action) && order.incident.is_none() {
+                Resolved::Now(order)
+            } else {
+                Resolved::NotOpen(order)
+            },
+        )
+    }
+
+    /// Keyset pagination by (incident time, order id), on the index of open incidents.
+    async fn open_incidents(
+        &self,
+        after: Option<&IncidentCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let (since, after_id) = after.map_or((String::new(), String::new()), |c| {
+            (c.since.clone(), c.order_id.as_str().to_owned())
+        });
+        let limit = limit.max(1);
+        self.scan(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_ORDER} WHERE incident_since IS NOT NULL \
+                 AND (incident_since, order_id) > (?1, ?2) \
+                 ORDER BY incident_since, order_id LIMIT ?3"
+            ))?;
+            let rows =
+                stmt.query_map(params![since, after_id, i64::from(limit)], order_from_row)?;
+            let orders = rows.collect::<Result<Vec<_>, _>>()?;
+            Ok(Page::keyed(orders, limit, |o| {
+                IncidentCursor::after(o).to_string()
+            }))
         })
         .await
     }

@@ -156,6 +156,19 @@ CREATE TABLE carrier_labels (
     updated_at TEXT NOT NULL
 ) STRICT;
 "#,
+    // 12: the incident of an order whose compensation gave up (open while `incident_since` is
+    // set; the index holds only open ones, oldest first), and the operators' actions on the
+    // order (a JSON array, read and written whole).
+    r#"
+ALTER TABLE orders ADD COLUMN incident_step TEXT;
+ALTER TABLE orders ADD COLUMN incident_error TEXT;
+ALTER TABLE orders ADD COLUMN incident_cause TEXT;
+ALTER TABLE orders ADD COLUMN incident_attempts INTEGER CHECK (incident_attempts >= 0);
+ALTER TABLE orders ADD COLUMN incident_since TEXT;
+ALTER TABLE orders ADD COLUMN actions TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX orders_open_incidents ON orders (incident_since, order_id)
+    WHERE incident_since IS NOT NULL;
+"#,
 ];
 
 /// The schema version this build writes.

@@ -11,6 +11,7 @@ pub use errors::ErrorName;
 pub use input::{SagaInput, SagaSettings};
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The definition as checked in, placeholders and all.
 pub const TEMPLATE: &str = include_str!("../../order_saga.asl.json");
@@ -44,6 +45,13 @@ macro_rules! activities {
                 }
             }
 
+            /// The Task state that runs it: the variant's name.
+            pub fn state(self) -> &'static str {
+                match self {
+                    $(Activity::$variant => stringify!($variant),)+
+                }
+            }
+
             /// The activity's name (the last part of its ARN).
             pub fn name(self) -> &'static str {
                 match self {
@@ -62,6 +70,42 @@ activities! {
     RefundPayment => "fulfillment-refund-payment",
     ReleaseInventory => "fulfillment-release-inventory",
     RecordCompensationFailure => "fulfillment-record-compensation-failure",
+}
+
+impl Activity {
+    /// Activities no state of the current definition runs, still served for executions started
+    /// under an older one (a definition update leaves running executions on their own version,
+    /// on AWS as in the engine). `RecordCompensationFailure` was the state compensations went to
+    /// when they gave up; now each fails at its own state, so a redrive resumes there.
+    pub const RETIRED: [Activity; 1] = [Activity::RecordCompensationFailure];
+
+    /// Run by a state of the current definition.
+    pub fn is_current(self) -> bool {
+        !Activity::RETIRED.contains(&self)
+    }
+}
+
+/// How many retries `state` makes of a transient error (`Store.Unavailable` and its kin): the
+/// `MaxAttempts` of its retrier that matches `Store.Unavailable`, read from the definition, so a
+/// step can tell its last attempt (`$$.State.RetryCount` equal to it). 0 for a state with none.
+pub fn transient_retries(state: &str) -> u32 {
+    static DEFINITION: OnceLock<serde_json::Value> = OnceLock::new();
+    let def =
+        DEFINITION.get_or_init(|| serde_json::from_str(TEMPLATE).expect("the definition is JSON"));
+    let transient = ErrorName::StoreUnavailable.as_str();
+    def["States"][state]["Retry"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| {
+            r["ErrorEquals"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e == transient))
+        })
+        // Step Functions' default when a retrier names none.
+        .map_or(0, |r| r["MaxAttempts"].as_u64().unwrap_or(3))
+        .try_into()
+        .unwrap_or(u32::MAX)
 }
 
 /// Fills in every `${Name}` placeholder. A placeholder without a value is an error, so a
@@ -123,14 +167,15 @@ mod tests {
         let text = rendered();
         assert!(!text.contains("${"));
         for a in Activity::ALL {
-            assert!(text.contains(&format!(":activity:{}\"", a.name())), "{a:?}");
+            let named = text.contains(&format!(":activity:{}\"", a.name()));
+            assert_eq!(named, a.is_current(), "{a:?}");
         }
     }
 
     #[test]
     fn every_activity_is_run_by_the_task_state_of_its_name() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
-        for a in Activity::ALL {
+        for a in Activity::ALL.into_iter().filter(|a| a.is_current()) {
             let state = &def["States"][format!("{a:?}")];
             assert_eq!(state["Type"], "Task", "{a:?}");
             assert!(
@@ -158,8 +203,12 @@ mod tests {
         engine::asl::parse(&rendered()).expect("the saga definition validates");
     }
 
+    /// Compensations (the states a Catch leads to, and on from them) have no Catch: one that
+    /// gives up fails the execution at its own state, where a redrive resumes.
+    const COMPENSATIONS: [&str; 2] = ["ReleaseInventory", "RefundPayment"];
+
     #[test]
-    fn every_task_has_timeouts_and_a_catch() {
+    fn every_task_has_timeouts_and_retries_and_only_forward_ones_catch() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
         for (name, state) in def["States"].as_object().unwrap() {
             if state["Type"] != "Task" {
@@ -175,15 +224,70 @@ mod tests {
                 timeout.is_some() && heartbeat.is_some(),
                 "{name} needs timeouts"
             );
-            assert!(
-                state["Catch"].as_array().is_some_and(|c| !c.is_empty()),
-                "{name} needs a Catch"
+            let catches = state["Catch"].as_array().is_some_and(|c| !c.is_empty());
+            assert_eq!(
+                catches,
+                !COMPENSATIONS.contains(&name.as_str()),
+                "{name}: Catch {}",
+                state["Catch"]
             );
             assert!(
                 state["Retry"].as_array().is_some_and(|r| !r.is_empty()),
                 "{name} needs a Retry"
             );
         }
+    }
+
+    /// Every forward Catch starts the compensations at their first state, which runs them all.
+    #[test]
+    fn every_catch_leads_to_the_first_compensation() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let states = &def["States"];
+        for (name, state) in states.as_object().unwrap() {
+            for c in state["Catch"].as_array().into_iter().flatten() {
+                let mut next = c["Next"].as_str().unwrap();
+                // A Pass state may name the failure first (the approval window's).
+                while states[next]["Type"] == "Pass" {
+                    next = states[next]["Next"].as_str().unwrap();
+                }
+                assert_eq!(next, COMPENSATIONS[0], "{name}");
+            }
+        }
+        assert_eq!(states[COMPENSATIONS[0]]["Next"], COMPENSATIONS[1]);
+        assert_eq!(states[COMPENSATIONS[1]]["Next"], "OrderCancelled");
+    }
+
+    /// A compensation retries what passes (an outage, a timeout) and gives up on the rest at
+    /// once; each knows its last attempt from the retry count the definition hands it.
+    #[test]
+    fn compensations_retry_only_transient_errors_and_are_told_their_attempt() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        for name in COMPENSATIONS {
+            let state = &def["States"][name];
+            for retrier in state["Retry"].as_array().unwrap() {
+                for e in retrier["ErrorEquals"].as_array().unwrap() {
+                    let e = e.as_str().unwrap();
+                    let transient = e == "States.Timeout"
+                        || e == "States.HeartbeatTimeout"
+                        || ErrorName::ALL
+                            .iter()
+                            .any(|n| n.as_str() == e && n.is_transient());
+                    assert!(transient, "{name} retries {e}");
+                }
+            }
+            assert_eq!(state["Parameters"]["attempt.$"], "$$.State.RetryCount");
+            assert!(transient_retries(name) >= 10, "{name}");
+        }
+        // The refund is the last: it ends the order, the release does not.
+        assert_eq!(
+            def["States"]["ReleaseInventory"]["Parameters"]["finishesOrder"],
+            false
+        );
+        assert_eq!(
+            def["States"]["RefundPayment"]["Parameters"]["finishesOrder"],
+            true
+        );
+        assert_eq!(transient_retries("OrderCancelled"), 0);
     }
 
     #[test]

@@ -23,11 +23,11 @@ pub use ship::CreateShipment;
 use crate::ErrorName;
 use crate::definition::Activity;
 use crate::workers::{Step, StepOutcome, StepTask};
-use compensations::CompensationError;
+use compensations::{CompensationError, failure_from};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use store::{GatewayError, Order, OrderId, OrderRepository, Ports, Shipment, StoreError};
+use store::{GatewayError, Incident, Order, OrderId, OrderRepository, Ports, Shipment, StoreError};
 
 /// The step that serves `activity`, over `ports`.
 pub fn for_activity(activity: Activity, ports: &Ports) -> Arc<dyn Step> {
@@ -51,6 +51,13 @@ pub struct OrderInput {
     /// The `{Error, Cause}` that started a compensation, for compensation steps.
     #[serde(default)]
     pub failure: Option<Value>,
+    /// `$$.State.RetryCount`, for compensation steps: the retries made before this attempt.
+    #[serde(default)]
+    pub attempt: Option<u32>,
+    /// For compensation steps: whether this one is the last and ends the order `CANCELLED`.
+    /// Absent in definitions from before it was passed, where the release came last.
+    #[serde(default)]
+    pub finishes_order: Option<bool>,
 }
 
 impl OrderInput {
@@ -101,14 +108,75 @@ pub fn gateway_failed(e: GatewayError, names: ProviderErrors) -> StepOutcome {
     }
 }
 
-/// A compensation that could not finish: transient failures are retried by the definition.
-fn compensation_failed(e: &CompensationError) -> StepOutcome {
-    let name = if e.is_transient() {
-        ErrorName::StoreUnavailable
-    } else {
-        ErrorName::StepFailed
+/// A compensation's failure as the step's outcome, named by whose failure it is.
+fn compensation_failed(e: CompensationError) -> StepOutcome {
+    match e {
+        CompensationError::Store(e) => store_failed(&e),
+        CompensationError::Payment(e) => gateway_failed(e, charge::PAYMENT_ERRORS),
+        CompensationError::Shipping(e) => gateway_failed(e, ship::SHIPPING_ERRORS),
+    }
+}
+
+/// A compensation step that could not finish. The definition retries transient errors; a
+/// permanent one, or a transient one on the state's last attempt, first records the incident
+/// on the order (the execution then fails at this state, where a redrive resumes). A
+/// misconfigured provider is the operator's to fix and is retried for days: it records none
+/// (when even those retries run out, the repair loop finds the failed execution). When the
+/// incident cannot be recorded, the store's failure is reported instead, and retried.
+async fn give_up_or_retry(
+    ports: &Ports,
+    state: &str,
+    input: &OrderInput,
+    e: CompensationError,
+) -> StepOutcome {
+    let outcome = compensation_failed(e);
+    let StepOutcome::Failed { error, cause } = &outcome else {
+        return outcome;
     };
-    failed(name, e.to_string())
+    let name = ErrorName::ALL.into_iter().find(|n| n.as_str() == error);
+    let retries = input.attempt.unwrap_or(0);
+    let last = match name {
+        Some(ErrorName::ProviderMisconfigured) => false,
+        Some(n) if n.is_transient() => retries >= crate::definition::transient_retries(state),
+        _ => true,
+    };
+    if !last {
+        return outcome;
+    }
+    let incident = Incident {
+        step: state.to_owned(),
+        error: error.clone(),
+        cause: cause.clone(),
+        attempts: retries.saturating_add(1),
+        since: chrono::Utc::now(),
+    };
+    let failure = failure_from(input.failure.as_ref());
+    match compensations::give_up(ports.orders.as_ref(), &input.order_id, &incident, failure).await {
+        Ok(_) => outcome,
+        Err(e) => compensation_failed(e),
+    }
+}
+
+/// Ends a compensation run when `input` says this step is the last: the order `CANCELLED`, and
+/// the failure that started the compensation handed to the `Fail` state that ends the saga (a
+/// cause filled in when the failure had none, e.g. a timeout's).
+async fn finish_if_last(
+    ports: &Ports,
+    input: &OrderInput,
+    last_by_default: bool,
+    mut output: Value,
+) -> StepOutcome {
+    if !input.finishes_order.unwrap_or(last_by_default) {
+        return StepOutcome::Done(output);
+    }
+    let failure = failure_from(input.failure.as_ref());
+    let (error, cause) = (failure.error.clone(), failure.cause.clone());
+    if let Err(e) = compensations::cancel(ports.orders.as_ref(), &input.order_id, failure).await {
+        return compensation_failed(e);
+    }
+    output["error"] = json!(error);
+    output["cause"] = json!(cause);
+    StepOutcome::Done(output)
 }
 
 /// A compensation's output when the order turned out to have shipped: nothing was undone.

@@ -1,8 +1,9 @@
-//! ReleaseInventory: the last compensation. The undo itself is `compensations::release`; this
-//! step reports it and hands the failure that started the compensation on to the `Fail` state
-//! that ends the saga.
+//! ReleaseInventory: the first compensation (the last in definitions from before incidents, which
+//! pass no `finishesOrder`). The undo itself is `compensations::release`; this step reports it,
+//! ends the order when it is the last, or gives up with an incident.
 
-use super::{OrderInput, attempt, compensation_failed, shipped};
+use super::{OrderInput, attempt, finish_if_last, give_up_or_retry, shipped};
+use crate::definition::Activity;
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use compensations::{Compensated, failure_from};
@@ -18,8 +19,7 @@ impl Step for ReleaseInventory {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
         let failure = failure_from(input.failure.as_ref());
-        let (error, cause) = (failure.error.clone(), failure.cause.clone());
-        let mut output = match compensations::release(&self.ports, &input.order_id, failure).await {
+        let output = match compensations::release(&self.ports, &input.order_id, failure).await {
             Ok(Compensated::Undone(Released::Now(_) | Released::Already(_))) => {
                 json!({"released": true})
             }
@@ -30,11 +30,11 @@ impl Step for ReleaseInventory {
                 json!({"released": false, "reason": "already shipped"})
             }
             Ok(Compensated::Shipped(s)) => shipped("released", &s),
-            Err(e) => return compensation_failed(&e),
+            Err(e) => {
+                let state = Activity::ReleaseInventory.state();
+                return give_up_or_retry(&self.ports, state, &input, e).await;
+            }
         };
-        // The last compensation hands the original failure to the Fail state ending the saga.
-        output["error"] = json!(error);
-        output["cause"] = json!(cause);
-        StepOutcome::Done(output)
+        finish_if_last(&self.ports, &input, true, output).await
     }
 }

@@ -29,7 +29,7 @@ pub const FORWARD: [&str; 4] = [
 ];
 
 /// The compensation task states, in order.
-pub const COMPENSATED: [&str; 2] = ["RefundPayment", "ReleaseInventory"];
+pub const COMPENSATED: [&str; 2] = ["ReleaseInventory", "RefundPayment"];
 
 static RENDERED: LazyLock<String> = LazyLock::new(|| {
     render(&activity_substitutions(|name| {
@@ -336,18 +336,26 @@ impl Execution {
             }
             "AwaitApproval" => json!({"decision": "approve"}),
             "CreateShipment" => json!({"trackingNumber": "1ZTEST"}),
-            "RefundPayment" => json!({"refunded": true}),
-            "ReleaseInventory" => {
-                // As the release step does: the original failure, handed on to the Fail state.
-                let field = |k: &str| {
-                    task.input["failure"][k]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned()
+            "ReleaseInventory" | "RefundPayment" => {
+                let key = if state == "RefundPayment" {
+                    "refunded"
+                } else {
+                    "released"
                 };
-                json!({"released": true, "error": field("Error"), "cause": field("Cause")})
+                let mut output = json!({key: true});
+                // As the steps do: the last one hands the original failure on to the Fail state.
+                if task.input["finishesOrder"] == true {
+                    let field = |k: &str| {
+                        task.input["failure"][k]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    output["error"] = json!(field("Error"));
+                    output["cause"] = json!(field("Cause"));
+                }
+                output
             }
-            "RecordCompensationFailure" => json!({"recorded": true}),
             other => panic!("no step for {other}"),
         };
         self.succeed(state, output);
@@ -433,6 +441,13 @@ impl Execution {
     }
 
     // ---- results --------------------------------------------------------------------------
+
+    /// Redrives the ended execution (`RedriveExecution`): its end is forgotten, so `outcome`
+    /// reports the next one.
+    pub fn redrive(&mut self) -> Applied {
+        self.actions.retain(|a| !matches!(a, Action::Finish(_)));
+        self.apply(Event::Redrive)
+    }
 
     /// The names of the states entered, in order.
     pub fn entered(&self) -> Vec<String> {
