@@ -14,6 +14,8 @@ mod approvals;
 mod broken_backends;
 #[path = "http_router/cross_cutting.rs"]
 mod cross_cutting;
+#[path = "http_router/incidents.rs"]
+mod incidents;
 #[path = "http_router/inventory.rs"]
 mod inventory;
 #[path = "http_router/orders.rs"]

@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod auth;
 pub mod extract;
 pub mod health;
+pub mod incidents;
 pub mod inventory;
 pub mod metrics;
 pub mod openapi;
@@ -115,6 +116,9 @@ pub fn router(state: AppState) -> Router {
             post(approvals::decide_approval),
         )
         .route("/approvals", get(approvals::pending))
+        .route("/incidents", get(incidents::list))
+        .route("/orders/{order_id}/redrive", post(incidents::redrive))
+        .route("/orders/{order_id}/resolve", post(incidents::resolve))
         .route("/inventory", get(inventory::list_stock))
         .route(
             "/inventory/{sku}",

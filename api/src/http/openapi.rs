@@ -3,7 +3,7 @@
 //! Swagger UI (vendored assets) at `/docs`.
 
 use super::problem::{FieldError, Problem, ProblemKind};
-use super::{approvals, health, inventory, orders};
+use super::{approvals, health, incidents, inventory, orders};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
@@ -136,6 +136,9 @@ impl Modify for ProblemTypes {
         orders::history,
         approvals::decide_approval,
         approvals::pending,
+        incidents::list,
+        incidents::redrive,
+        incidents::resolve,
         inventory::put_stock,
         inventory::get_stock,
         inventory::list_stock,

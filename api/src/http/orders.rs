@@ -5,6 +5,7 @@
 use super::AppState;
 use super::auth::Caller;
 use super::extract::{JsonBody, PathParam, QueryParams};
+use super::incidents::{ActionView, IncidentDetail};
 use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
@@ -265,6 +266,12 @@ pub struct OrderStatusView {
     pub approval: Option<ApprovalView>,
     pub shipment: Option<ShipmentView>,
     pub failure: Option<FailureView>,
+    /// The compensation that gave up, while the order waits for an operator
+    /// (`COMPENSATION_FAILED`); null otherwise.
+    pub incident: Option<IncidentDetail>,
+    /// What operators did about the order (redrives, resolutions), oldest first; shown to
+    /// operators only (empty for the order's client).
+    pub actions: Vec<ActionView>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -685,6 +692,12 @@ pub async fn status(
             error: f.error.clone(),
             cause: f.cause.clone(),
         }),
+        incident: order.incident.as_ref().map(IncidentDetail::from),
+        actions: if caller.is_operator() {
+            order.actions.iter().map(ActionView::from).collect()
+        } else {
+            Vec::new()
+        },
         updated_at: order.updated_at,
     }))
 }

@@ -39,6 +39,9 @@ pub enum ProblemKind {
     ApprovalConflict,
     NotAwaitingApproval,
     ApprovalExpired,
+    NoOpenIncident,
+    NotRedrivable,
+    ExecutionRunning,
     RateLimited,
     ServiceUnavailable,
     NotReady,
@@ -47,7 +50,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 25] = [
+    pub const ALL: [ProblemKind; 28] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
@@ -68,6 +71,9 @@ impl ProblemKind {
         ProblemKind::ApprovalConflict,
         ProblemKind::NotAwaitingApproval,
         ProblemKind::ApprovalExpired,
+        ProblemKind::NoOpenIncident,
+        ProblemKind::NotRedrivable,
+        ProblemKind::ExecutionRunning,
         ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::NotReady,
@@ -97,6 +103,9 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "approval-conflict",
             ProblemKind::NotAwaitingApproval => "not-awaiting-approval",
             ProblemKind::ApprovalExpired => "approval-expired",
+            ProblemKind::NoOpenIncident => "no-open-incident",
+            ProblemKind::NotRedrivable => "not-redrivable",
+            ProblemKind::ExecutionRunning => "execution-running",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::NotReady => "not-ready",
@@ -127,6 +136,9 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "Another decision was made",
             ProblemKind::NotAwaitingApproval => "Order is not awaiting approval",
             ProblemKind::ApprovalExpired => "Approval window expired",
+            ProblemKind::NoOpenIncident => "Order has no open incident",
+            ProblemKind::NotRedrivable => "Execution cannot be redriven",
+            ProblemKind::ExecutionRunning => "Order's execution is still running",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::NotReady => "Service not ready",
@@ -156,7 +168,10 @@ impl ProblemKind {
             | ProblemKind::OrderIdTaken
             | ProblemKind::ApprovalConflict
             | ProblemKind::NotAwaitingApproval
-            | ProblemKind::ApprovalExpired => StatusCode::CONFLICT,
+            | ProblemKind::ApprovalExpired
+            | ProblemKind::NoOpenIncident
+            | ProblemKind::NotRedrivable
+            | ProblemKind::ExecutionRunning => StatusCode::CONFLICT,
             ProblemKind::ServiceUnavailable | ProblemKind::NotReady | ProblemKind::Timeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

@@ -1,10 +1,11 @@
 //! Request bodies checked against the published contract itself: each body is validated with
 //! the JSON Schema that `openapi/openapi.json` documents for it (generated from the request
-//! types: [`PlaceOrder`], [`StockCount`], [`ApprovalRequest`]), so every limit is written once,
-//! on the type, and every bad field is reported at once by its JSON pointer; only then is the
-//! body deserialized into that same type.
+//! types: [`PlaceOrder`], [`StockCount`], [`ApprovalRequest`], [`IncidentActionRequest`]), so
+//! every limit is written once, on the type, and every bad field is reported at once by its JSON
+//! pointer; only then is the body deserialized into that same type.
 
 use super::approvals::ApprovalRequest;
+use super::incidents::IncidentActionRequest;
 use super::inventory::StockCount;
 use super::orders::PlaceOrder;
 use super::problem::FieldError;
@@ -42,6 +43,7 @@ fn validators() -> &'static HashMap<String, jsonschema::Validator> {
             PlaceOrder::name(),
             StockCount::name(),
             ApprovalRequest::name(),
+            IncidentActionRequest::name(),
         ]
         .into_iter()
         .map(|name| {

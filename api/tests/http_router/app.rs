@@ -117,6 +117,16 @@ impl App {
     }
 
     pub async fn with(settings: SagaSettings, limits: HttpLimits) -> App {
+        App::build(settings, limits, |payments| payments).await
+    }
+
+    /// The service with its payment gateway (the saga's and the HTTP layer's) wrapped by
+    /// `payments`.
+    pub async fn build(
+        settings: SagaSettings,
+        limits: HttpLimits,
+        payments: impl FnOnce(Arc<dyn PaymentGateway>) -> Arc<dyn PaymentGateway>,
+    ) -> App {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
             .await
@@ -126,7 +136,8 @@ impl App {
         let (client_key, _) = api::keys::create(&store, CLIENT, store::Role::Client)
             .await
             .unwrap();
-        let ports = store.ports();
+        let mut ports = store.ports();
+        ports.payments = payments(ports.payments);
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),
             inventory: ports.inventory.clone(),
