@@ -4,6 +4,8 @@
 
 #[path = "saga/harness.rs"]
 mod harness;
+#[path = "saga/repair.rs"]
+mod repair;
 
 use api::intake::Placed;
 use engine::ExecutionStatus;
