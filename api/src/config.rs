@@ -651,7 +651,7 @@ pub struct ServeArgs {
         value_parser = parse_repair_interval,
         value_name = "DURATION"
     )]
-    pub repair_interval: Option<Duration>,
+    pub repair_interval: RepairInterval,
 
     #[command(flatten)]
     pub repair_grace: RepairGraceArgs,
@@ -692,11 +692,15 @@ pub struct RepairGraceArgs {
     pub repair_grace: Duration,
 }
 
-/// The repair loop's interval: a duration, or `0`/`off` for no loop.
-fn parse_repair_interval(raw: &str) -> Result<Option<Duration>, String> {
+/// The repair loop's interval as given: a duration, or none (`0`/`off`: no loop). A type of
+/// its own: clap takes a field of type `Option<_>` for an optional flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairInterval(pub Option<Duration>);
+
+fn parse_repair_interval(raw: &str) -> Result<RepairInterval, String> {
     match raw.trim() {
-        "0" | "off" => Ok(None),
-        other => parse_duration(other).map(Some),
+        "0" | "off" => Ok(RepairInterval(None)),
+        other => parse_duration(other).map(|d| RepairInterval(Some(d))),
     }
 }
 
@@ -920,7 +924,7 @@ impl From<ServeArgs> for Settings {
                 address_header: a.client_address_header,
             },
             repair: RepairLoopSettings {
-                interval: a.repair_interval,
+                interval: a.repair_interval.0,
                 grace: a.repair_grace.repair_grace,
             },
         }

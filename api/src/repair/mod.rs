@@ -13,6 +13,7 @@ pub use schedule::{RepairLoop, lease_duration};
 use crate::audit::{self, AuditError, Books, Report, Sources, Violation};
 use crate::http::Metrics;
 use crate::intake::{IntakeError, OrderIntake};
+use chrono::{DateTime, Utc};
 use compensations::CompensationError;
 use std::collections::HashSet;
 use std::fmt;
@@ -143,6 +144,11 @@ pub struct RepairSettings {
     pub grace: Duration,
     /// How long after suspecting something the books are read again (as the audit does).
     pub recheck_after: Duration,
+    /// When this process took a backend only it writes (embedded: the engine's lock): an
+    /// order stored before then has no POST in flight, so it is started without waiting out
+    /// the grace (after a restart, the orders the last process's start queue held). `None`
+    /// where replicas share the backend (AWS).
+    pub sole_owner_since: Option<DateTime<Utc>>,
 }
 
 impl Default for RepairSettings {
@@ -150,6 +156,7 @@ impl Default for RepairSettings {
         RepairSettings {
             grace: Duration::from_secs(60),
             recheck_after: audit::RECHECK_AFTER,
+            sole_owner_since: None,
         }
     }
 }

@@ -51,7 +51,11 @@ pub(super) async fn apply(
 async fn start(r: &Reconciler, order: Order) -> Result<Option<(RepairKind, String)>, RemedyError> {
     let id = order.id().clone();
     let age = Utc::now() - order.new.created_at;
-    if age.to_std().unwrap_or_default() < r.settings.grace {
+    let before_us = r
+        .settings
+        .sole_owner_since
+        .is_some_and(|since| order.new.created_at < since);
+    if !before_us && age.to_std().unwrap_or_default() < r.settings.grace {
         tracing::debug!(order_id = %id, "ACCEPTED within the grace period (its POST may still start it); not started yet");
         return Ok(None);
     }

@@ -105,6 +105,8 @@ async fn repair_once(
         intake,
         RepairSettings {
             grace,
+            // Embedded: the engine's lock says no service runs on these files now.
+            sole_owner_since: opened.lease_table.is_none().then(chrono::Utc::now),
             ..RepairSettings::default()
         },
         Metrics::new(),

@@ -149,6 +149,9 @@ impl Service {
         let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
         // The address first: a start that cannot serve (a busy port) creates nothing on disk.
         let (listener, local_addr) = bind(settings.listen).await?;
+        // Before the backend is opened: on the embedded one, nothing stored before this
+        // instant can be in flight in this process (see `RepairSettings::sole_owner_since`).
+        let opened_at = chrono::Utc::now();
         let opened = match settings.backend.kind {
             Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
             Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
@@ -224,6 +227,7 @@ impl Service {
             settings: settings.saga.clone(),
             queue,
         });
+        let sole_owner_since = lease_table.is_none().then_some(opened_at);
         let repair = settings.repair.interval.map(|interval| {
             let lease: Arc<dyn Lease> = match lease_table {
                 Some(table) => Arc::new(DynamoLease::new(
@@ -242,6 +246,7 @@ impl Service {
                 intake.clone(),
                 RepairSettings {
                     grace: settings.repair.grace,
+                    sole_owner_since,
                     ..RepairSettings::default()
                 },
                 metrics.clone(),
