@@ -1047,7 +1047,10 @@ mod tests {
             }
         );
         for off in ["0", "off"] {
-            assert_eq!(serve(&["--repair-interval", off]).unwrap().repair.interval, None);
+            assert_eq!(
+                serve(&["--repair-interval", off]).unwrap().repair.interval,
+                None
+            );
         }
         assert!(serve(&["--repair-interval", "soon"]).is_err());
         let plain = audit(&[]).unwrap();

@@ -138,8 +138,9 @@ async fn a_late_charge_is_named_by_the_audit_and_refunded_by_audit_repair() {
         let found = Audit::run(audit_command(&db));
         assert_eq!(found.code, Some(1), "{found:?}");
         assert!(
-            found.violations().iter().any(|v| v
-                .starts_with("violation: order audit-declined: CANCELLED but its charge ch_late is not refunded")),
+            found.violations().iter().any(|v| v.starts_with(
+                "violation: order audit-declined: CANCELLED but its charge ch_late is not refunded"
+            )),
             "{found:?}"
         );
     }

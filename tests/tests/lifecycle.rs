@@ -228,9 +228,12 @@ async fn an_order_stored_but_never_started_is_started_by_the_repair_loop_without
     );
 
     let mut cmd = serve_command(&db);
-    cmd.arg("--operator-token")
-        .arg(TOKEN)
-        .args(["--repair-interval", "1s", "--repair-grace", "1s"]);
+    cmd.arg("--operator-token").arg(TOKEN).args([
+        "--repair-interval",
+        "1s",
+        "--repair-grace",
+        "1s",
+    ]);
     let server = Server::spawn(cmd);
     let done = server.reaches("queued-lost", "COMPLETED").await;
     assert_eq!(done["executionArn"], lost_arn.as_str());

@@ -805,7 +805,10 @@ mod tests {
             order: id("o-1"),
             charge_id: "ch_a".to_owned(),
         };
-        assert_eq!(remedy(&[cancelled.clone()], &[]), [Some(refund_it.clone())]);
+        assert_eq!(
+            remedy(std::slice::from_ref(&cancelled), &[]),
+            [Some(refund_it.clone())]
+        );
         let mut recorded = cancelled.clone();
         recorded.charge_id = Some("ch_a".to_owned());
         assert_eq!(remedy(&[recorded], &[]), [Some(refund_it)]);

@@ -3,6 +3,7 @@
 //! the repair loop's repairs by kind) and the embedded backend's commit counters. Served as text at `/metrics`; labels never carry
 //! request content beyond the route template.
 
+use crate::repair::RepairKind;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -15,7 +16,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::time::Instant;
-use crate::repair::RepairKind;
 use store::OrderStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -352,7 +352,12 @@ mod tests {
     fn every_repair_kind_is_exported_from_the_start_and_counted() {
         let m = Metrics::new();
         let text = m.render();
-        for kind in ["started", "refunded_late_charge", "released_stock", "reported"] {
+        for kind in [
+            "started",
+            "refunded_late_charge",
+            "released_stock",
+            "reported",
+        ] {
             assert!(
                 text.contains(&format!("fulfillment_repairs_total{{kind=\"{kind}\"}} 0")),
                 "{text}"

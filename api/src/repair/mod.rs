@@ -69,7 +69,13 @@ pub struct Repair {
 /// The line `fulfillment audit --repair` prints.
 impl fmt::Display for Repair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "repair: {}: {}: {}", self.kind.as_str(), self.subject, self.what)
+        write!(
+            f,
+            "repair: {}: {}: {}",
+            self.kind.as_str(),
+            self.subject,
+            self.what
+        )
     }
 }
 
@@ -198,7 +204,11 @@ impl Reconciler {
         let mut repairs = Vec::new();
         let mut left = 0;
         let mut reported = HashSet::new();
-        let before = self.reported.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let before = self
+            .reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for v in &violations {
             let done = match &v.remedy {
                 None => {
@@ -228,12 +238,7 @@ impl Reconciler {
 
     /// Performs `remedy`; `None` when nothing was repaired (failed, not due, moved on), with
     /// the reason logged.
-    async fn repair(
-        &self,
-        books: &Books,
-        v: &Violation,
-        remedy: &audit::Remedy,
-    ) -> Option<Repair> {
+    async fn repair(&self, books: &Books, v: &Violation, remedy: &audit::Remedy) -> Option<Repair> {
         match remedies::apply(self, books, remedy).await {
             Ok(done) => done.map(|(kind, what)| Repair {
                 kind,

@@ -64,7 +64,10 @@ async fn start(r: &Reconciler, order: Order) -> Result<Option<(RepairKind, Strin
     match start {
         Start::Now => {
             tracing::info!(order_id = %id, execution_arn = %arn, "repair: started the execution of an order left ACCEPTED");
-            Ok(Some((RepairKind::Started, format!("started its execution {arn}"))))
+            Ok(Some((
+                RepairKind::Started,
+                format!("started its execution {arn}"),
+            )))
         }
         Start::AlreadyStarted => {
             tracing::debug!(order_id = %id, execution_arn = %arn, "started meanwhile; nothing to do");
@@ -134,11 +137,18 @@ async fn refund(
     }
 }
 
-async fn release(r: &Reconciler, order: Order) -> Result<Option<(RepairKind, String)>, RemedyError> {
+async fn release(
+    r: &Reconciler,
+    order: Order,
+) -> Result<Option<(RepairKind, String)>, RemedyError> {
     let id = order.id().clone();
     match compensations::release(&r.sources.ports, &id, failure_of(&order)).await? {
         Compensated::Undone(Released::Now(reservation)) => {
-            let units: u64 = reservation.lines.iter().map(|l| u64::from(l.quantity)).sum();
+            let units: u64 = reservation
+                .lines
+                .iter()
+                .map(|l| u64::from(l.quantity))
+                .sum();
             tracing::info!(order_id = %id, units, "repair: released the stock a CANCELLED order still held");
             Ok(Some((
                 RepairKind::ReleasedStock,
@@ -168,7 +178,11 @@ async fn mark_shipped(
         return Ok(None);
     };
     let reservation = ports.inventory.mark_shipped(&id).await?;
-    let units: u64 = reservation.lines.iter().map(|l| u64::from(l.quantity)).sum();
+    let units: u64 = reservation
+        .lines
+        .iter()
+        .map(|l| u64::from(l.quantity))
+        .sum();
     tracing::info!(order_id = %id, shipment_id = %shipment.shipment_id, units, "repair: marked shipped the stock a COMPLETED order still held");
     Ok(Some((
         RepairKind::ReleasedStock,

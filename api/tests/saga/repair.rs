@@ -11,7 +11,7 @@ use engine::ExecutionStatus;
 use std::sync::Arc;
 use std::time::Duration;
 use store::{
-    ChargeRequest, Created, Failure, Order, OrderStatus, ReservationStatus, ReservedLine,
+    Charge, ChargeRequest, Created, Failure, Order, OrderStatus, ReservationStatus, ReservedLine,
     ShipmentRequest,
 };
 use workflow::{SagaSettings, WorkflowPort};
@@ -89,6 +89,21 @@ async fn stored_not_started(saga: &Saga, id: &str) -> Order {
     order
 }
 
+/// The order's charge at the provider, made as the charge step makes it.
+async fn charge(saga: &Saga, order: &Order) -> Charge {
+    saga.ports
+        .payments
+        .charge(&ChargeRequest {
+            idempotency_key: order.id().charge_key(),
+            order_id: order.id().clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            payment_method: order.new.payment_method.clone(),
+        })
+        .await
+        .unwrap()
+}
+
 fn failure() -> Failure {
     Failure {
         error: "Payment.Unavailable".to_owned(),
@@ -143,18 +158,7 @@ async fn a_charge_its_cancelled_order_ended_without_is_refunded_once_and_recorde
     let order = saga.place(small("o-late", "book", "pm_card_visa")).await;
     // The charge landed, its answer was lost, and the compensation's lookup did not see it
     // (a provider's search lags): the order ended CANCELLED with the money kept.
-    let charge = saga
-        .ports
-        .payments
-        .charge(&ChargeRequest {
-            idempotency_key: order.id().charge_key(),
-            order_id: order.id().clone(),
-            amount_cents: order.new.amount_cents,
-            currency: order.new.currency.clone(),
-            payment_method: order.new.payment_method.clone(),
-        })
-        .await
-        .unwrap();
+    let charge = charge(&saga, &order).await;
     saga.ports
         .orders
         .advance(order.id(), OrderStatus::Cancelled, Some(failure()))
@@ -167,8 +171,13 @@ async fn a_charge_its_cancelled_order_ended_without_is_refunded_once_and_recorde
     assert!(pass.repairs[0].what.contains(&charge.charge_id), "{pass:?}");
     let repaired = saga.order("o-late").await;
     assert_eq!(repaired.status, OrderStatus::Cancelled);
-    assert_eq!(repaired.charge_id.as_deref(), Some(charge.charge_id.as_str()));
-    let refund = repaired.refund.expect("the refund is recorded on the order");
+    assert_eq!(
+        repaired.charge_id.as_deref(),
+        Some(charge.charge_id.as_str())
+    );
+    let refund = repaired
+        .refund
+        .expect("the refund is recorded on the order");
     assert_eq!(refund.amount_cents, charge.amount_cents);
     assert_eq!(repaired.failure, Some(failure()), "its failure is kept");
 
@@ -201,19 +210,12 @@ async fn stock_a_cancelled_order_holds_is_released_and_a_completed_ones_marked_s
         .unwrap();
     // Completed, charged and shipped, but its stock still counted as held.
     let shipped = saga.place(small("o-shipped", "book", "pm_card_visa")).await;
-    saga.ports.inventory.reserve(shipped.id(), &line).await.unwrap();
-    let charge = saga
-        .ports
-        .payments
-        .charge(&ChargeRequest {
-            idempotency_key: shipped.id().charge_key(),
-            order_id: shipped.id().clone(),
-            amount_cents: shipped.new.amount_cents,
-            currency: shipped.new.currency.clone(),
-            payment_method: shipped.new.payment_method.clone(),
-        })
+    saga.ports
+        .inventory
+        .reserve(shipped.id(), &line)
         .await
         .unwrap();
+    let charge = charge(&saga, &shipped).await;
     saga.ports
         .orders
         .record_charge(shipped.id(), &charge)
