@@ -88,6 +88,15 @@ pub enum Command {
     /// `audit: N orders, S SKUs, C charges, V violations`. Logs go to stderr. Exit status: 0
     /// without violations, 1 with some, 2 when the settings are wrong, 3 when the audit could
     /// not finish (a backend it cannot reach).
+    ///
+    /// With --repair, it then does what the service's repair loop does once (README, "The
+    /// repair loop"): starts orders left ACCEPTED past --repair-grace, refunds charges of
+    /// CANCELLED orders that ended without their refund, releases stock held by CANCELLED
+    /// orders (marks it shipped for COMPLETED ones), and reports the rest. It prints a line
+    /// per repair, `repair: <kind>: <subject>: <what was done>`, and their counts; exit status
+    /// 0 when everything found was repaired, 1 otherwise. On the embedded backend it needs the
+    /// service stopped (the service's own loop repairs while it runs); on AWS it takes the
+    /// replicas' repair lease, and is refused while a replica holds it.
     Audit(AuditArgs),
 
     /// Create, list and revoke API keys, beside a running service.
@@ -628,12 +637,71 @@ pub struct ServeArgs {
     /// load balancer, that is the balancer's, and every caller shares one failure budget.
     #[arg(long, env = "FULFILLMENT_CLIENT_ADDRESS_HEADER", value_name = "HEADER")]
     pub client_address_header: Option<axum::http::HeaderName>,
+
+    /// How often the repair loop runs (README, "The repair loop"): it starts orders left
+    /// ACCEPTED, refunds late charges of CANCELLED orders, releases stock held by finished
+    /// ones and reports what it may not fix; the first pass comes a few seconds after the
+    /// start. One replica at a time on AWS (a lease in the table). `0` or `off` turns it off,
+    /// and with it the start of orders a crash left ACCEPTED (a retry of their POST still
+    /// starts them).
+    #[arg(
+        long,
+        env = "FULFILLMENT_REPAIR_INTERVAL",
+        default_value = "60s",
+        value_parser = parse_repair_interval,
+        value_name = "DURATION"
+    )]
+    pub repair_interval: RepairInterval,
+
+    #[command(flatten)]
+    pub repair_grace: RepairGraceArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
     #[command(flatten)]
     pub backend: BackendArgs,
+
+    /// Repair what can be repaired alone (one pass of the repair loop) after the audit.
+    /// Without it the audit changes nothing.
+    #[arg(long)]
+    pub repair: bool,
+
+    #[command(flatten)]
+    pub repair_grace: RepairGraceArgs,
+
+    /// The carrier, as `serve` has it: --repair voids the shipping of the orders whose charge
+    /// it refunds or whose stock it releases, as the saga's compensations do.
+    #[command(flatten)]
+    pub shipping: ShippingArgs,
+}
+
+/// The grace an order stored but not started gets before the repair loop starts it.
+#[derive(Debug, Args)]
+pub struct RepairGraceArgs {
+    /// How long an order may stay ACCEPTED with no execution before the repair loop starts
+    /// it: longer than a POST takes from storing the order to starting its execution, so
+    /// none in flight is raced (which would be harmless, but is pointless work).
+    #[arg(
+        long,
+        env = "FULFILLMENT_REPAIR_GRACE",
+        default_value = "60s",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub repair_grace: Duration,
+}
+
+/// The repair loop's interval as given: a duration, or none (`0`/`off`: no loop). A type of
+/// its own: clap takes a field of type `Option<_>` for an optional flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairInterval(pub Option<Duration>);
+
+fn parse_repair_interval(raw: &str) -> Result<RepairInterval, String> {
+    match raw.trim() {
+        "0" | "off" => Ok(RepairInterval(None)),
+        other => parse_duration(other).map(|d| RepairInterval(Some(d))),
+    }
 }
 
 /// A value parser for a secret: a value it refuses is not quoted in the error (clap quotes the
@@ -787,6 +855,24 @@ pub struct Settings {
     pub limits: HttpLimits,
     pub rate_limits: RateLimitSettings,
     pub log_format: LogFormat,
+    pub repair: RepairLoopSettings,
+}
+
+/// The repair loop of `serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepairLoopSettings {
+    /// `None`: no loop.
+    pub interval: Option<Duration>,
+    pub grace: Duration,
+}
+
+impl Default for RepairLoopSettings {
+    fn default() -> Self {
+        RepairLoopSettings {
+            interval: Some(Duration::from_secs(60)),
+            grace: Duration::from_secs(60),
+        }
+    }
 }
 
 /// Everything `audit` runs with.
@@ -794,6 +880,9 @@ pub struct Settings {
 pub struct AuditSettings {
     pub backend: BackendSettings,
     pub log_format: LogFormat,
+    /// `Some`: repair after the audit (`--repair`), with this grace for orders not started.
+    pub repair: Option<Duration>,
+    pub shipping: Option<ShippingSettings>,
 }
 
 impl From<AuditArgs> for AuditSettings {
@@ -801,6 +890,8 @@ impl From<AuditArgs> for AuditSettings {
         AuditSettings {
             log_format: a.backend.log_format,
             backend: a.backend.into(),
+            repair: a.repair.then_some(a.repair_grace.repair_grace),
+            shipping: a.shipping.into(),
         }
     }
 }
@@ -831,6 +922,10 @@ impl From<ServeArgs> for Settings {
                 failed_auth_per_minute: NonZeroU32::new(a.failed_auth_limit)
                     .unwrap_or(NonZeroU32::MIN),
                 address_header: a.client_address_header,
+            },
+            repair: RepairLoopSettings {
+                interval: a.repair_interval.0,
+                grace: a.repair_grace.repair_grace,
             },
         }
     }
@@ -937,6 +1032,31 @@ mod tests {
         assert_eq!(s.limits.request_timeout, Duration::from_secs(30));
         assert_eq!(s.limits.read_timeout, Duration::from_secs(10));
         assert_eq!(s.log_format, LogFormat::Text);
+        assert_eq!(s.repair, RepairLoopSettings::default());
+        assert_eq!(s.repair.interval, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn the_repair_loop_is_set_by_its_flags_and_off_is_no_loop() {
+        let s = serve(&["--repair-interval", "5m", "--repair-grace", "10s"]).unwrap();
+        assert_eq!(
+            s.repair,
+            RepairLoopSettings {
+                interval: Some(Duration::from_secs(300)),
+                grace: Duration::from_secs(10),
+            }
+        );
+        for off in ["0", "off"] {
+            assert_eq!(
+                serve(&["--repair-interval", off]).unwrap().repair.interval,
+                None
+            );
+        }
+        assert!(serve(&["--repair-interval", "soon"]).is_err());
+        let plain = audit(&[]).unwrap();
+        assert_eq!(plain.repair, None, "a plain audit repairs nothing");
+        let repair = audit(&["--repair", "--repair-grace", "2m"]).unwrap();
+        assert_eq!(repair.repair, Some(Duration::from_secs(120)));
     }
 
     #[test]

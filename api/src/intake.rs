@@ -1,7 +1,8 @@
 //! Order intake: the business-key idempotency of `POST /orders`. The first request stores the
 //! order with a hash of its canonical body and its execution's ARN (the execution is named by
 //! the order id), then starts the execution: itself (AWS), or through the start queue
-//! (embedded, [`crate::start_queue`]), which re-fills from the store at every start. A repeat
+//! (embedded, [`crate::start_queue`]). One left unstarted (a crash, a lost queue) is started by
+//! the repair loop ([`crate::repair`]) or by a repeat of its POST. A repeat
 //! with the same body replays, with a different body conflicts, and a repeat of an order still
 //! running starts its execution again, idempotently (repair on retry).
 //!
@@ -17,7 +18,7 @@ use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use store::{
     Address, Created, InventoryRepository, LineItem, NewOrder, Order, OrderId, OrderRepository,
-    OrderStatus, StoreError,
+    StoreError,
 };
 use workflow::{SagaInput, SagaSettings, WorkflowError, WorkflowPort};
 
@@ -183,40 +184,24 @@ impl OrderIntake {
         }
     }
 
-    /// Queues the start of every order of `ids` still `ACCEPTED` (at start-up: the orders the
-    /// last process stored but may not have started), waiting for room in the queue. Starts
-    /// are idempotent, so those already running are left as they are. Returns how many were
-    /// queued.
-    pub async fn resume(&self, ids: Vec<OrderId>) -> Result<usize, IntakeError> {
-        let Some(queue) = &self.queue else {
-            return Ok(0);
-        };
-        let mut queued = 0;
-        for id in ids {
-            let Some(order) = self.orders.get(&id).await? else {
-                continue;
-            };
-            if order.status != OrderStatus::Accepted {
-                continue;
-            }
-            let next = Queued::new(id, &self.saga_input(&order.new).to_json());
-            if queue.put(next).await.is_err() {
-                break;
-            }
-            queued += 1;
-        }
-        Ok(queued)
+    async fn start(&self, order: Order) -> Result<Order, IntakeError> {
+        Ok(self.start_execution(order).await?.0)
     }
 
-    async fn start(&self, mut order: Order) -> Result<Order, IntakeError> {
+    /// Starts the execution of a stored order, now (not through the queue): a repeat's repair,
+    /// and the repair loop's start of an order left `ACCEPTED`. Idempotent by the execution
+    /// name; says whether this call started it.
+    pub async fn start_execution(&self, mut order: Order) -> Result<(Order, Start), IntakeError> {
         let input = self.saga_input(&order.new).to_json();
         let name = order.id().as_str();
         // The execution named by the order id is the order's, whatever input it was started
         // with (the saga settings may have changed between a crash and this repair): never an
         // error for the client (DESIGN §4.2).
-        let execution_arn = match self.workflow.start_execution(name, &input).await {
-            Ok(started) => started.execution_arn,
-            Err(WorkflowError::ExecutionAlreadyExists(_)) => self.workflow.execution_arn(name),
+        let (execution_arn, start) = match self.workflow.start_execution(name, &input).await {
+            Ok(started) => (started.execution_arn, Start::Now),
+            Err(WorkflowError::ExecutionAlreadyExists(_)) => {
+                (self.workflow.execution_arn(name), Start::AlreadyStarted)
+            }
             Err(e) => return Err(e.into()),
         };
         // Orders stored before their ARN was written with them get it now.
@@ -226,8 +211,17 @@ impl OrderIntake {
                 .await?;
             order.execution_arn = Some(execution_arn);
         }
-        Ok(order)
+        Ok((order, start))
     }
+}
+
+/// What [`OrderIntake::start_execution`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The execution was started by this call.
+    Now,
+    /// It had been started before (or by a racing caller): nothing changed.
+    AlreadyStarted,
 }
 
 #[cfg(test)]

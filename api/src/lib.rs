@@ -10,6 +10,7 @@ pub mod intake;
 pub mod keys;
 mod panic;
 pub mod pricing;
+pub mod repair;
 pub mod sfn_server;
 pub mod start_queue;
 pub mod startup;

@@ -57,8 +57,8 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         Command::Audit(args) => runtime
             .block_on(api::startup::run_audit(AuditSettings::from(args)))
-            .map(|report| {
-                if report.violations.is_empty() {
+            .map(|audited| {
+                if audited.clean() {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::from(1)

@@ -3,9 +3,9 @@
 //!
 //! The queue is in memory, but nothing in it can be lost: an order is offered only after it is
 //! committed with its execution's ARN, and an order whose execution was never started is still
-//! `ACCEPTED` (its first step moves it on). At every start the service offers the queue every
-//! `ACCEPTED` order again ([`OrderIntake::resume`](crate::intake::OrderIntake::resume)); starts
-//! are idempotent by the execution name, the order id, so one already running is left alone.
+//! `ACCEPTED` (its first step moves it on). The repair loop ([`crate::repair`]) starts every
+//! order left `ACCEPTED` without an execution past its grace period (after a crash, the orders
+//! this queue held); starts are idempotent by the execution name, the order id.
 //!
 //! The queue is bounded. When it is full, or closed, the request starts its execution itself,
 //! as the AWS backend always does: a burst beyond the queue slows intake down instead of

@@ -6,6 +6,8 @@
 mod counting;
 #[path = "saga/harness.rs"]
 mod harness;
+#[path = "saga/repair.rs"]
+mod repair;
 
 use api::intake::Placed;
 use counting::CountingPayments;

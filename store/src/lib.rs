@@ -9,10 +9,12 @@ pub mod contract;
 pub mod domain;
 pub mod error;
 mod http;
+pub mod lease;
 pub mod ports;
 
 pub use domain::*;
 pub use error::{GatewayError, StoreError};
+pub use lease::{Lease, Unshared};
 pub use ports::*;
 pub mod dynamodb;
 pub mod easypost;

@@ -114,6 +114,57 @@ async fn the_audit_passes_a_kept_store_and_names_everything_tampered_with() {
     server.stop();
 }
 
+/// A charge that landed after its order's compensation looked for it (the order CANCELLED, the
+/// money kept): plain `audit` only names it, and again (it changes nothing); `audit --repair`
+/// refunds it, says so, and leaves nothing for the next audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_charge_is_named_by_the_audit_and_refunded_by_audit_repair() {
+    let db = Db::new();
+    let server = Server::start(&db);
+    run_the_saga(&server).await;
+    // --repair opens the engine, whose lock the running service holds.
+    server.stop();
+    let conn = rusqlite::Connection::open(db.path()).expect("open the store");
+    conn.execute(
+        "INSERT INTO sandbox_charges (idempotency_key, charge_id, order_id, amount_cents, \
+             currency, payment_method, created_at) \
+         VALUES ('late:audit-declined', 'ch_late', 'audit-declined', 1500, 'EUR', \
+             'pm_card_visa', '2025-01-01T00:00:00.000000000Z')",
+        [],
+    )
+    .expect("a late charge");
+    drop(conn);
+    for _ in 0..2 {
+        let found = Audit::run(audit_command(&db));
+        assert_eq!(found.code, Some(1), "{found:?}");
+        assert!(
+            found.violations().iter().any(|v| v.starts_with(
+                "violation: order audit-declined: CANCELLED but its charge ch_late is not refunded"
+            )),
+            "{found:?}"
+        );
+    }
+
+    let mut repair = audit_command(&db);
+    repair.arg("--repair");
+    let repaired = Audit::run(repair);
+    assert_eq!(repaired.code, Some(0), "{repaired:?}");
+    assert!(
+        repaired.stdout.lines().any(|l| l.starts_with(
+            "repair: refunded_late_charge: order audit-declined: refunded charge ch_late (1500 cents"
+        )),
+        "{repaired:?}"
+    );
+    assert!(
+        repaired
+            .stdout
+            .contains("repair: 0 started, 1 late charges refunded, 0 stock released, 0 reported"),
+        "{repaired:?}"
+    );
+    let clean = Audit::run(audit_command(&db));
+    assert_eq!(clean.code, Some(0), "{clean:?}");
+}
+
 /// Orders keep coming while the audit reads, all on one SKU: whatever it catches half-way
 /// (an order stored but not yet started, a reservation made between the stock and the
 /// reservations were read) is gone or moving at its second look, and nothing is reported.

@@ -188,9 +188,10 @@ async fn an_order_in_flight_at_a_restart_completes_after_it() {
 
 /// A 202 means the order is committed; its execution is started from the start queue, which is
 /// in memory. An order the last process committed but never started (its queue lost in a
-/// crash) is started by the next process on its own, with the ARN its 202 gave.
+/// crash) is started by the next process's repair loop, with no client retry, with the ARN its
+/// 202 gave, and counted in `/metrics`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
+async fn an_order_stored_but_never_started_is_started_by_the_repair_loop_without_a_retry() {
     let db = Db::new();
     let server = Server::start(&db);
     server.stock("SKU-A", 2, 1_000).await;
@@ -226,9 +227,21 @@ async fn an_order_stored_but_never_started_is_started_at_the_next_start() {
         "{stored:?}"
     );
 
-    let server = Server::start(&db);
+    let mut cmd = serve_command(&db);
+    cmd.arg("--operator-token").arg(TOKEN).args([
+        "--repair-interval",
+        "1s",
+        "--repair-grace",
+        "1s",
+    ]);
+    let server = Server::spawn(cmd);
     let done = server.reaches("queued-lost", "COMPLETED").await;
     assert_eq!(done["executionArn"], lost_arn.as_str());
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("fulfillment_repairs_total{kind=\"started\"} 1"),
+        "{metrics}"
+    );
     server.stop();
     let clean = Audit::run(audit_command(&db));
     assert_eq!(clean.code, Some(0), "{clean:?}");

@@ -131,31 +131,33 @@ impl Books {
         })
         .await?;
 
-        // One lookup per running order: several at a time, as a round trip each on AWS.
-        let arns: BTreeSet<&str> = orders
+        // One lookup per running order: several at a time, as a round trip each on AWS. Owned
+        // strings: a future that borrows into the stream's items is not `Send` for every
+        // lifetime, and the repair loop runs this in a spawned task.
+        let arns: BTreeSet<String> = orders
             .iter()
             .filter(|o| !o.status.is_terminal())
-            .filter_map(|o| o.execution_arn.as_deref())
+            .filter_map(|o| o.execution_arn.clone())
             .collect();
         let executions = stream::iter(arns)
             .map(|arn| async move {
-                let status = sources.executions.status(arn).await?;
-                Ok::<_, AuditError>((arn.to_owned(), status))
+                let status = sources.executions.status(&arn).await?;
+                Ok::<_, AuditError>((arn, status))
             })
             .buffer_unordered(LOOKUPS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await
             .into_iter()
             .collect::<Result<HashMap<_, _>, _>>()?;
-        let tokens: BTreeSet<&str> = orders
+        let tokens: BTreeSet<String> = orders
             .iter()
             .filter(|o| o.status == OrderStatus::AwaitingApproval)
-            .filter_map(|o| o.parked_token.as_deref())
+            .filter_map(|o| o.parked_token.clone())
             .collect();
         let open_tokens = stream::iter(tokens)
             .map(|token| async move {
-                let open = sources.executions.task_open(token).await?;
-                Ok::<_, AuditError>((token.to_owned(), open))
+                let open = sources.executions.task_open(&token).await?;
+                Ok::<_, AuditError>((token, open))
             })
             .buffer_unordered(LOOKUPS_IN_FLIGHT)
             .collect::<Vec<_>>()

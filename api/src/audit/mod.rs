@@ -20,7 +20,7 @@ mod rules;
 
 pub use books::{Books, OrderView, Sources};
 pub use executions::{EmbeddedExecutions, Executions, WorkflowExecutions};
-pub use rules::{Findings, Recheck, Violation, check};
+pub use rules::{Findings, Recheck, Remedy, Violation, check};
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -80,7 +80,7 @@ pub fn confirmed(
     (kept, moving)
 }
 
-fn report(books: &Books, violations: Vec<Violation>) -> Report {
+pub fn report(books: &Books, violations: Vec<Violation>) -> Report {
     Report {
         orders: books.orders.len(),
         skus: books.stock.len(),
@@ -98,11 +98,20 @@ fn log_notes(findings: &Findings) {
 /// Collects the books and checks them; when something looks wrong, waits `recheck_after`, does
 /// both again, and reports what was found both times.
 pub async fn run(sources: &Sources, recheck_after: Duration) -> Result<Report, AuditError> {
+    let (books, violations) = confirm(sources, recheck_after).await?;
+    Ok(report(&books, violations))
+}
+
+/// What [`run`] reports, with the books of the last look (the repair loop reads them).
+pub async fn confirm(
+    sources: &Sources,
+    recheck_after: Duration,
+) -> Result<(Books, Vec<Violation>), AuditError> {
     let books = Books::collect(sources).await?;
     let first = check(&books);
     if first.violations.is_empty() {
         log_notes(&first);
-        return Ok(report(&books, Vec::new()));
+        return Ok((books, Vec::new()));
     }
     for v in &first.violations {
         tracing::debug!(subject = %v.subject, what = %v.what, "suspected");
@@ -137,7 +146,7 @@ pub async fn run(sources: &Sources, recheck_after: Duration) -> Result<Report, A
             first.violations.len()
         );
     }
-    Ok(report(&books, violations))
+    Ok((books, violations))
 }
 
 /// Writes the report as the command prints it: a line per violation, then the summary.
@@ -164,6 +173,7 @@ mod tests {
             subject: subject.to_owned(),
             what: what.to_owned(),
             recheck: Recheck::Subject,
+            remedy: None,
         }
     }
 

@@ -5,15 +5,33 @@
 use super::books::{Books, OrderView};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use store::{Charge, OrderStatus, Refund, Reservation, ReservationStatus, StockLevel};
+use store::{Charge, OrderId, OrderStatus, Refund, Reservation, ReservationStatus, StockLevel};
 
 /// One broken invariant: what it is about (`order o-1`, `sku book`, `charge ch_x`,
-/// `refund re_x`) and what is wrong with it.
+/// `refund re_x`), what is wrong with it, and what would repair it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Violation {
     pub subject: String,
     pub what: String,
     pub recheck: Recheck,
+    /// The repair the rule that found it knows to be safe (`None`: a person must look). The
+    /// audit only prints it; the repair loop (`crate::repair`) performs it.
+    pub remedy: Option<Remedy>,
+}
+
+/// What repairs a violation without a person: each is the undo or the start the saga itself
+/// would have done, for an order the saga is done with (or never started).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Remedy {
+    /// An order stored but never started: start its execution.
+    Start(OrderId),
+    /// A CANCELLED order's charge, not refunded at all (a charge that landed after the
+    /// compensation looked for it): refund it, as the saga's refund does.
+    Refund { order: OrderId, charge_id: String },
+    /// A CANCELLED order's reservation still holds stock: release it.
+    Release(OrderId),
+    /// A COMPLETED order's reservation still holds the stock it shipped: mark it shipped.
+    MarkShipped(OrderId),
 }
 
 /// What a second look must find to confirm a suspected violation (see `super::confirmed`).
@@ -37,6 +55,7 @@ impl Violation {
             subject,
             what,
             recheck: Recheck::Subject,
+            remedy: None,
         }
     }
 
@@ -45,6 +64,14 @@ impl Violation {
             subject: format!("sku {sku}"),
             what,
             recheck: Recheck::QuietSku(sku.to_owned()),
+            remedy: None,
+        }
+    }
+
+    fn repaired_by(self, remedy: Remedy) -> Violation {
+        Violation {
+            remedy: Some(remedy),
+            ..self
         }
     }
 }
@@ -215,14 +242,28 @@ pub fn charges_match_orders(
                         } else {
                             format!("refunded only {back} of {} cents", c.amount_cents)
                         };
-                        out.push(Violation::new(
+                        let found = Violation::new(
                             order(&o.id),
                             format!(
                                 "{} but its charge {} is {how}",
                                 o.status.as_str(),
                                 c.charge_id
                             ),
-                        ));
+                        );
+                        // Only a charge nothing was given back of, of an order that ended
+                        // CANCELLED, and the one it records if it records one: the refund's key
+                        // (`refund:{order}`) makes one refund per order, so a part refund or a
+                        // second charge is a person's to sort out, and COMPENSATION_FAILED is
+                        // the incident's (its compensation is redriven, not redone here).
+                        let sole = o.charge_id.as_deref().is_none_or(|id| id == c.charge_id);
+                        out.push(if back == 0 && sole && o.status == OrderStatus::Cancelled {
+                            found.repaired_by(Remedy::Refund {
+                                order: o.id.clone(),
+                                charge_id: c.charge_id.clone(),
+                            })
+                        } else {
+                            found
+                        });
                     }
                 }
             }
@@ -360,13 +401,23 @@ pub fn reservations_match_orders(
                     None => "COMPLETED but it has no reservation".to_owned(),
                     Some(s) => format!("COMPLETED but its reservation is {}", name(s)),
                 };
-                out.push(Violation::new(order(&o.id), what));
+                let found = Violation::new(order(&o.id), what);
+                // A COMPLETED order shipped: stock still held for it left with the parcel. One
+                // without a reservation, or with its stock released, is a person's to look at.
+                out.push(if status == Some(ReservationStatus::Held) {
+                    found.repaired_by(Remedy::MarkShipped(o.id.clone()))
+                } else {
+                    found
+                });
             }
             OrderStatus::Cancelled if status == Some(ReservationStatus::Held) => {
-                out.push(Violation::new(
-                    order(&o.id),
-                    "CANCELLED but its reservation still holds stock".to_owned(),
-                ));
+                out.push(
+                    Violation::new(
+                        order(&o.id),
+                        "CANCELLED but its reservation still holds stock".to_owned(),
+                    )
+                    .repaired_by(Remedy::Release(o.id.clone())),
+                );
             }
             _ => {}
         }
@@ -382,10 +433,9 @@ fn name(s: ReservationStatus) -> &'static str {
     }
 }
 
-/// What an order stored but never started is told: the embedded service starts it at its next
-/// start (its start queue re-fills from the `ACCEPTED` orders); on either backend a retry of
-/// its POST starts it.
-pub const NEVER_STARTED: &str = "stored but never started; the embedded service starts it when it next starts, and a retry of its POST starts it on either backend";
+/// What an order stored but never started is told: the service's repair loop starts it (see
+/// `crate::repair`), as `fulfillment audit --repair` or a retry of its POST does.
+pub const NEVER_STARTED: &str = "stored but never started; the service's repair loop starts it, as `fulfillment audit --repair` or a retry of its POST does";
 
 /// Every order is finished or has a running execution: one stored but never started waits for
 /// a start (see [`NEVER_STARTED`]); one whose execution is gone or ended will never move again.
@@ -396,8 +446,12 @@ pub fn orders_have_running_executions(
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     for o in orders.iter().filter(|o| !o.status.is_terminal()) {
+        let never_started = || {
+            Violation::new(order(&o.id), NEVER_STARTED.to_owned())
+                .repaired_by(Remedy::Start(o.id.clone()))
+        };
         let Some(arn) = &o.execution_arn else {
-            out.push(Violation::new(order(&o.id), NEVER_STARTED.to_owned()));
+            out.push(never_started());
             continue;
         };
         let status = o.status.as_str();
@@ -408,9 +462,7 @@ pub fn orders_have_running_executions(
                 format!("{status} but its execution {arn} is {s}"),
             )),
             // The ARN is stored with the order, before its execution starts.
-            Some(None) if o.status == OrderStatus::Accepted => {
-                out.push(Violation::new(order(&o.id), NEVER_STARTED.to_owned()))
-            }
+            Some(None) if o.status == OrderStatus::Accepted => out.push(never_started()),
             Some(None) => out.push(Violation::new(
                 order(&o.id),
                 format!("{status} but its execution {arn} does not exist"),
@@ -722,16 +774,99 @@ mod tests {
     }
 
     #[test]
-    fn an_order_stored_but_never_started_is_found() {
+    fn an_order_stored_but_never_started_is_found_and_started() {
         let mut stored = view("o-1", OrderStatus::Accepted);
         stored.execution_arn = None;
+        let found = [
+            Violation::new("order o-1".to_owned(), NEVER_STARTED.to_owned())
+                .repaired_by(Remedy::Start(id("o-1"))),
+        ];
         assert_eq!(
-            orders_have_running_executions(&[stored], &HashMap::new()),
-            [Violation::new(
-                "order o-1".to_owned(),
-                NEVER_STARTED.to_owned()
-            )]
+            orders_have_running_executions(std::slice::from_ref(&stored), &HashMap::new()),
+            found
         );
+        // Its ARN stored with it, but no execution of that name: the same, and the same remedy.
+        stored.execution_arn = Some("arn:exec:o-1".to_owned());
+        let none = HashMap::from([("arn:exec:o-1".to_owned(), None)]);
+        assert_eq!(orders_have_running_executions(&[stored], &none), found);
+    }
+
+    #[test]
+    fn only_an_unrefunded_charge_of_a_cancelled_order_is_refunded_without_a_person() {
+        let c = charged("ch_a", "o-1", 1500);
+        let remedy = |orders: &[OrderView], refunds: &[Refund]| {
+            charges_match_orders(orders, std::slice::from_ref(&c), refunds)
+                .into_iter()
+                .map(|v| v.remedy)
+                .collect::<Vec<_>>()
+        };
+        let cancelled = view("o-1", OrderStatus::Cancelled);
+        let refund_it = Remedy::Refund {
+            order: id("o-1"),
+            charge_id: "ch_a".to_owned(),
+        };
+        assert_eq!(
+            remedy(std::slice::from_ref(&cancelled), &[]),
+            [Some(refund_it.clone())]
+        );
+        let mut recorded = cancelled.clone();
+        recorded.charge_id = Some("ch_a".to_owned());
+        assert_eq!(remedy(&[recorded], &[]), [Some(refund_it)]);
+        // The order records another charge: which one its one refund is for is not ours to say.
+        let mut other = cancelled.clone();
+        other.charge_id = Some("ch_b".to_owned());
+        assert!(remedy(&[other], &[]).iter().all(Option::is_none));
+        // Refunded in part: the refund under its key was made, and cannot be made again.
+        assert_eq!(remedy(&[cancelled], &[refund("re_1", &c, 500)]), [None]);
+        // Its compensation failed: an incident, redriven, not redone here.
+        assert_eq!(
+            remedy(&[view("o-1", OrderStatus::CompensationFailed)], &[]),
+            [None]
+        );
+        // A charge kept by a COMPLETED order is its price, not a violation to repair.
+        let done = [view("o-1", OrderStatus::Completed)];
+        assert_eq!(remedy(&done, &[refund("re_1", &c, 1500)]), [None]);
+    }
+
+    #[test]
+    fn stock_held_by_a_finished_order_is_released_or_marked_shipped() {
+        let orders = [
+            view("o-1", OrderStatus::Completed),
+            view("o-2", OrderStatus::Cancelled),
+            view("o-3", OrderStatus::Completed),
+        ];
+        let held = [
+            reservation("o-1", "book", 1, ReservationStatus::Held),
+            reservation("o-2", "book", 1, ReservationStatus::Held),
+            reservation("o-3", "book", 1, ReservationStatus::Released),
+        ];
+        let remedies: Vec<_> = reservations_match_orders(&orders, &held)
+            .into_iter()
+            .map(|v| (v.subject, v.remedy))
+            .collect();
+        assert_eq!(
+            remedies,
+            [
+                ("order o-1".to_owned(), Some(Remedy::MarkShipped(id("o-1")))),
+                ("order o-2".to_owned(), Some(Remedy::Release(id("o-2")))),
+                // Its stock went back on the shelf although it completed: a person's to see.
+                ("order o-3".to_owned(), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_a_person_must_look_at_has_no_remedy() {
+        let twice = [charged("ch_b", "o-1", 1500), charged("ch_a", "o-1", 1500)];
+        assert_eq!(charged_twice(&twice)[0].remedy, None);
+        let running = view("o-1", OrderStatus::Charged);
+        let failed = HashMap::from([("arn:exec:o-1".to_owned(), Some("FAILED".to_owned()))]);
+        assert_eq!(
+            orders_have_running_executions(&[running], &failed)[0].remedy,
+            None
+        );
+        let completed = [view("o-1", OrderStatus::Completed)];
+        assert_eq!(charges_match_orders(&completed, &[], &[])[0].remedy, None);
     }
 
     #[test]

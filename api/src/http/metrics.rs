@@ -1,8 +1,9 @@
 //! Prometheus metrics: requests by method, matched route and status, their durations, the
-//! business outcomes (orders accepted/replayed/conflicting, approval decisions, sagas finished)
-//! and the embedded backend's commit counters. Served as text at `/metrics`; labels never carry
+//! business outcomes (orders accepted/replayed/conflicting, approval decisions, sagas finished,
+//! the repair loop's repairs by kind) and the embedded backend's commit counters. Served as text at `/metrics`; labels never carry
 //! request content beyond the route template.
 
+use crate::repair::RepairKind;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -39,6 +40,11 @@ struct OutcomeLabels {
 struct DecisionLabels {
     decision: &'static str,
     outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -116,6 +122,7 @@ struct Inner {
     orders: Family<OutcomeLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     sagas: Family<StatusLabels, Counter>,
+    repairs: Family<KindLabels, Counter>,
 }
 
 /// The service's metrics (cheap to clone: one shared registry).
@@ -183,7 +190,19 @@ impl Metrics {
              may count its order twice)",
             sagas.clone(),
         );
+        let repairs = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "repairs",
+            "What the repair loop did, by kind: orders started, late charges refunded, stock \
+             released (or marked shipped) for finished orders, and findings reported to a person",
+            repairs.clone(),
+        );
         // Every outcome is exported from the start, at zero.
+        for kind in RepairKind::ALL {
+            let _ = repairs.get_or_create(&KindLabels {
+                kind: kind.as_str(),
+            });
+        }
         for outcome in ["accepted", "replayed", "conflict"] {
             let _ = orders.get_or_create(&OutcomeLabels { outcome });
         }
@@ -202,7 +221,18 @@ impl Metrics {
             orders,
             decisions,
             sagas,
+            repairs,
         }))
+    }
+
+    /// The repair loop did a repair of `kind` (or reported a finding).
+    pub fn repaired(&self, kind: RepairKind) {
+        self.0
+            .repairs
+            .get_or_create(&KindLabels {
+                kind: kind.as_str(),
+            })
+            .inc();
     }
 
     /// An order ended with `status` (a terminal one).
@@ -316,5 +346,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("fulfillment_http_request_duration_seconds_bucket"));
+    }
+
+    #[test]
+    fn every_repair_kind_is_exported_from_the_start_and_counted() {
+        let m = Metrics::new();
+        let text = m.render();
+        for kind in [
+            "started",
+            "refunded_late_charge",
+            "released_stock",
+            "reported",
+        ] {
+            assert!(
+                text.contains(&format!("fulfillment_repairs_total{{kind=\"{kind}\"}} 0")),
+                "{text}"
+            );
+        }
+        m.repaired(RepairKind::RefundedLateCharge);
+        assert!(
+            m.render()
+                .contains("fulfillment_repairs_total{kind=\"refunded_late_charge\"} 1")
+        );
     }
 }

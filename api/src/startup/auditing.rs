@@ -1,12 +1,37 @@
-//! `fulfillment audit`: the backend opened read-only, checked, and the findings printed.
+//! `fulfillment audit`: the backend opened read-only, checked, and the findings printed; with
+//! `--repair`, opened as `serve` opens it and repaired by one pass of the repair loop.
 
 use super::*;
+use crate::repair::{self, Pass};
+use workflow::SagaSettings;
+
+/// What `fulfillment audit` did.
+#[derive(Debug)]
+pub enum Audited {
+    /// A plain audit's findings.
+    Report(audit::Report),
+    /// `--repair`: the findings and what was done about them.
+    Repaired(Pass),
+}
+
+impl Audited {
+    /// Nothing is left wrong: no violation found, or (with `--repair`) every one repaired.
+    pub fn clean(&self) -> bool {
+        match self {
+            Audited::Report(report) => report.violations.is_empty(),
+            Audited::Repaired(pass) => pass.all_repaired(),
+        }
+    }
+}
 
 /// `fulfillment audit`: opens the backend for reading (the embedded one's files read-only, with
 /// neither engine nor workers; on AWS the table, Step Functions and the provider as `serve`
 /// reaches them), checks it, prints one line per violation and the summary on stdout, and
-/// returns what it found.
-pub async fn run_audit(settings: AuditSettings) -> Result<audit::Report, StartupError> {
+/// returns what it found. With `--repair`, see [`run_repair`].
+pub async fn run_audit(settings: AuditSettings) -> Result<Audited, StartupError> {
+    if let Some(grace) = settings.repair {
+        return run_repair(&settings, grace).await.map(Audited::Repaired);
+    }
     let backend = &settings.backend;
     let payments = payments(backend)?;
     let sources = match backend.kind {
@@ -18,7 +43,75 @@ pub async fn run_audit(settings: AuditSettings) -> Result<audit::Report, Startup
     // A closed stdout (`| head`) loses lines, not the exit status.
     let _ = audit::print(&report, &mut out);
     let _ = out.flush();
-    Ok(report)
+    Ok(Audited::Report(report))
+}
+
+/// `fulfillment audit --repair`: the backend opened as `serve` opens it (embedded: the store
+/// and the engine, whose lock refuses this while the service runs; AWS: the table, Step
+/// Functions and the provider, under the replicas' repair lease), one pass of the repair loop,
+/// and what it found and did printed on stdout. Orders it starts get the saga settings'
+/// defaults (approval window and heartbeat), which `serve` may have been given otherwise.
+pub async fn run_repair(settings: &AuditSettings, grace: Duration) -> Result<Pass, StartupError> {
+    let payments = payments(&settings.backend)?;
+    check_payments(&payments).await?;
+    let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
+    let opened = match settings.backend.kind {
+        Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
+        Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
+    };
+    let lease: Arc<dyn Lease> = match &opened.lease_table {
+        // Held for as long as one pass can take, renewed by nobody: a replica takes it back
+        // once it expires, or at once when this pass gives it up.
+        Some(table) => Arc::new(DynamoLease::new(
+            table.clone(),
+            REPAIR_LEASE,
+            format!("audit-{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+            Duration::from_secs(600),
+        )),
+        None => Arc::new(Unshared),
+    };
+    let passed = repair_once(&opened, lease.as_ref(), grace).await;
+    if let Err(e) = lease.release().await {
+        tracing::warn!(error = %e, "cannot give the repair lease up; the replicas take it once it expires");
+    }
+    opened.close().await;
+    let pass = passed?;
+    let mut out = std::io::stdout().lock();
+    let _ = repair::print(&pass, &mut out);
+    let _ = out.flush();
+    Ok(pass)
+}
+
+async fn repair_once(
+    opened: &Opened,
+    lease: &dyn Lease,
+    grace: Duration,
+) -> Result<Pass, StartupError> {
+    if !lease.hold().await.map_err(RepairError::Lease)? {
+        return Err(StartupError::RepairLeaseHeld);
+    }
+    let intake = Arc::new(OrderIntake {
+        orders: opened.ports.orders.clone(),
+        inventory: opened.ports.inventory.clone(),
+        workflow: opened.workflow.clone(),
+        settings: SagaSettings::default(),
+        queue: None,
+    });
+    let reconciler = Reconciler::new(
+        Sources {
+            ports: opened.ports.clone(),
+            executions: Arc::new(WorkflowExecutions::new(opened.workflow.clone())),
+        },
+        intake,
+        RepairSettings {
+            grace,
+            // Embedded: the engine's lock says no service runs on these files now.
+            sole_owner_since: opened.lease_table.is_none().then(chrono::Utc::now),
+            ..RepairSettings::default()
+        },
+        Metrics::new(),
+    );
+    Ok(reconciler.pass().await?)
 }
 
 /// The embedded backend for an audit: the store file and the engine's beside it, both opened

@@ -178,16 +178,6 @@ pub(super) async fn open_embedded(
         engine = %settings.engine_path.display(),
         "embedded backend open"
     );
-    let unstarted = match store.accepted_order_ids().await {
-        Ok(ids) => ids,
-        Err(source) => {
-            engine.shutdown().await;
-            return Err(StartupError::Store {
-                path: settings.store_path.clone(),
-                source,
-            });
-        }
-    };
     let mut ports = store.ports();
     let mut sampled = embedded_counters(&engine, &store);
     if let Some((gateway, metric)) = gateway {
@@ -201,7 +191,8 @@ pub(super) async fn open_embedded(
         workflow: Arc::new(workflow),
         sampled,
         engine: Some(engine),
-        unstarted: Some(unstarted),
+        start_queue: true,
+        lease_table: None,
         keys: Arc::new(store),
     })
 }
@@ -335,7 +326,8 @@ pub(super) async fn open_aws(
         workflow: Arc::new(workflow),
         engine: None,
         sampled,
-        unstarted: None,
+        start_queue: false,
+        lease_table: Some(store.clone()),
         keys: Arc::new(store),
     })
 }

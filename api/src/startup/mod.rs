@@ -14,6 +14,7 @@ use crate::http::auth::Authenticator;
 use crate::http::{self, AppState, Metrics, OperatorToken, SampledKind, SampledMetric};
 use crate::intake::OrderIntake;
 use crate::keys::{KeyError, KeyText};
+use crate::repair::{Reconciler, RepairError, RepairLoop, RepairSettings, lease_duration};
 use crate::sfn_server;
 use crate::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
 use engine::{Engine, EngineConfig, EngineError, Inspector};
@@ -24,12 +25,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use store::dynamodb::DynamoStore;
+use store::dynamodb::{DynamoLease, DynamoStore};
 use store::easypost::{EasyPostShipping, LabelBook};
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use store::{
-    GatewayError, KeyRepository, OrderId, PaymentGateway, Ports, Role, ShippingGateway,
-    SqliteStore, StoreError,
+    GatewayError, KeyRepository, Lease, PaymentGateway, Ports, Role, ShippingGateway, SqliteStore,
+    StoreError, Unshared,
 };
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
@@ -43,7 +44,7 @@ mod keys;
 mod provision;
 mod serve;
 
-pub use auditing::run_audit;
+pub use auditing::{Audited, run_audit, run_repair};
 pub use backends::aws_sdk_config;
 use backends::*;
 pub use engine_server::{EngineServer, run_engine};
@@ -80,6 +81,14 @@ pub enum StartupError {
     Serve(std::io::Error),
     #[error("the audit could not finish: {0}")]
     Audit(#[from] AuditError),
+    #[error("the repair could not finish: {0}")]
+    Repair(#[from] RepairError),
+    /// `audit --repair` on AWS while a replica's repair loop holds the lease.
+    #[error(
+        "a replica's repair loop holds the repair lease (it repairs every --repair-interval); \
+         try again once it is stopped, or leave it to the loop"
+    )]
+    RepairLeaseHeld,
     #[error("{0}")]
     Keys(KeyError),
 }
@@ -389,6 +398,8 @@ mod tests {
             let audit = AuditSettings {
                 backend,
                 log_format: crate::config::LogFormat::Text,
+                repair: None,
+                shipping: None,
             };
             let e = run_audit(audit).await.err().unwrap();
             assert_eq!(e.exit_code(), 2, "audit: {e}");
@@ -425,6 +436,8 @@ mod tests {
         let audit = AuditSettings {
             backend: backend.clone(),
             log_format: crate::config::LogFormat::Text,
+            repair: None,
+            shipping: None,
         };
         let e = run_audit(audit).await.err().unwrap();
         assert_eq!(e.exit_code(), 2, "{e}");
@@ -455,6 +468,7 @@ mod tests {
             limits: Default::default(),
             rate_limits: Default::default(),
             log_format: crate::config::LogFormat::Text,
+            repair: Default::default(),
         }
     }
 

@@ -1,5 +1,5 @@
 //! `fulfillment serve`: the running service (listener, router, saga workers, start queue,
-//! engine) started in order and taken down in reverse.
+//! repair loop, engine) started in order and taken down in reverse.
 
 use super::*;
 
@@ -78,24 +78,8 @@ pub(super) fn lower_priority() {
     }
 }
 
-/// Spawns the queueing of the starts of `ids`, the orders accepted before this start.
-pub(super) fn resume(intake: Arc<OrderIntake>, ids: Vec<OrderId>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let stored = ids.len();
-        match intake.resume(ids).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                orders = n,
-                stored,
-                "orders accepted before this start are queued to be started (those running already are left alone)"
-            ),
-            Err(e) => tracing::error!(
-                error = %e,
-                "cannot queue the starts of the orders accepted before this start; the next start, or a retry of their POSTs, does"
-            ),
-        }
-    })
-}
+/// The name of the repair loop's lease (`LEASE#repair` in the table).
+pub(super) const REPAIR_LEASE: &str = "repair";
 
 /// The approval keeper heartbeats parked approvals five times per heartbeat window.
 pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
@@ -112,8 +96,10 @@ pub struct Service {
     /// How long a client may take to send its headers (see `http::server::serve`).
     read_timeout: Duration,
     workers: SagaWorkers,
-    /// The embedded backend's start queue, and the task re-filling it at start.
-    start_queue: Option<(StartQueueTask, tokio::task::JoinHandle<()>)>,
+    /// The embedded backend's start queue.
+    start_queue: Option<StartQueueTask>,
+    /// The repair loop, unless turned off.
+    repair: Option<RepairLoop>,
     /// The embedded backend's engine, closed last.
     engine: Option<Engine>,
     /// Where the workers, the keeper and the start queue run.
@@ -128,16 +114,19 @@ pub(super) struct Opened {
     pub(super) engine: Option<Engine>,
     /// The backend's own counters, for `/metrics`.
     pub(super) sampled: Vec<SampledMetric>,
-    /// Embedded: the orders still `ACCEPTED`, whose starts the start queue takes again. AWS:
-    /// `None`, no queue (each replica is stateless, so a request starts its order's execution
-    /// itself; Step Functions holds it from then on).
-    pub(super) unstarted: Option<Vec<OrderId>>,
+    /// Embedded: new orders are started through a start queue. AWS: no queue (each replica is
+    /// stateless, so a request starts its order's execution itself; Step Functions holds it
+    /// from then on). Either way the repair loop starts what a crash left unstarted.
+    pub(super) start_queue: bool,
+    /// AWS: the table that holds the repair loop's lease, shared by the replicas. Embedded:
+    /// `None`, one process owns the backend and always holds the lease ([`Unshared`]).
+    pub(super) lease_table: Option<DynamoStore>,
     /// The principals and their API keys.
     pub(super) keys: Arc<dyn KeyRepository>,
 }
 
 impl Opened {
-    async fn close(self) {
+    pub(super) async fn close(self) {
         if let Some(engine) = self.engine {
             engine.shutdown().await;
         }
@@ -160,6 +149,9 @@ impl Service {
         let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
         // The address first: a start that cannot serve (a busy port) creates nothing on disk.
         let (listener, local_addr) = bind(settings.listen).await?;
+        // Before the backend is opened: on the embedded one, nothing stored before this
+        // instant can be in flight in this process (see `RepairSettings::sole_owner_since`).
+        let opened_at = chrono::Utc::now();
         let opened = match settings.backend.kind {
             Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
             Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
@@ -193,11 +185,12 @@ impl Service {
             activity_arns,
             engine,
             mut sampled,
-            unstarted,
+            start_queue,
+            lease_table,
             keys: _,
         } = opened;
-        let (queue, queued) = match unstarted {
-            Some(ids) => {
+        let (queue, queue_task) = match start_queue {
+            true => {
                 let (queue, task) =
                     StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
                 let depth = queue.clone();
@@ -207,9 +200,9 @@ impl Service {
                     help: "Accepted orders whose execution waits in the start queue to be started",
                     read: Box::new(move || depth.len() as u64),
                 });
-                (Some(queue), Some((task, ids)))
+                (Some(queue), Some(task))
             }
-            None => (None, None),
+            false => (None, None),
         };
         let metrics = Metrics::with_sampled(sampled);
         // The steps' view of the orders counts the sagas they end.
@@ -234,7 +227,32 @@ impl Service {
             settings: settings.saga.clone(),
             queue,
         });
-        let start_queue = queued.map(|(task, ids)| (task, resume(intake.clone(), ids)));
+        let sole_owner_since = lease_table.is_none().then_some(opened_at);
+        let repair = settings.repair.interval.map(|interval| {
+            let lease: Arc<dyn Lease> = match lease_table {
+                Some(table) => Arc::new(DynamoLease::new(
+                    table,
+                    REPAIR_LEASE,
+                    format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+                    lease_duration(interval),
+                )),
+                None => Arc::new(Unshared),
+            };
+            let reconciler = Reconciler::new(
+                Sources {
+                    ports: ports.clone(),
+                    executions: Arc::new(WorkflowExecutions::new(workflow.clone())),
+                },
+                intake.clone(),
+                RepairSettings {
+                    grace: settings.repair.grace,
+                    sole_owner_since,
+                    ..RepairSettings::default()
+                },
+                metrics.clone(),
+            );
+            RepairLoop::spawn(Arc::new(reconciler), lease, interval)
+        });
         drop(on_background);
         let router = http::router(AppState {
             ports,
@@ -251,7 +269,8 @@ impl Service {
             router,
             read_timeout: settings.limits.read_timeout,
             workers,
-            start_queue,
+            start_queue: queue_task,
+            repair,
             engine,
             background,
         })
@@ -279,13 +298,16 @@ impl Service {
             read_timeout,
             workers,
             start_queue,
+            repair,
             engine,
             background,
             ..
         } = self;
         http::server::serve(listener, router, read_timeout, shutdown).await;
-        if let Some((queue, resume)) = start_queue {
-            resume.abort();
+        if let Some(repair) = repair {
+            repair.stop().await;
+        }
+        if let Some(queue) = start_queue {
             queue.stop().await;
         }
         tracing::info!("HTTP server stopped; stopping the workers");

@@ -23,6 +23,7 @@
 //! | sandbox shipment | `SANDBOX#SHIPMENT#{order id}` | `shipment_id`, `tracking_number`, `created_at`, or `voided` BOOL |
 //! | sandbox attempt | `SANDBOX#ATTEMPT#{key}` | `attempts` N |
 //! | EasyPost label record | `LABEL#{order id}` | `record` (JSON of `easypost::book::LabelRecord`), `version` N |
+//! | lease | `LEASE#{name}` | `owner`, `expires_at` N (milliseconds since the epoch; see [`DynamoLease`]) |
 //!
 //! Timestamps are RFC 3339 text with nanoseconds; all other attributes are S unless noted.
 
@@ -31,10 +32,12 @@ mod error;
 mod inventory;
 mod keys;
 mod labels;
+mod lease;
 mod ledger;
 mod orders;
 pub mod table;
 
+pub use lease::DynamoLease;
 pub use table::{
     APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, INCIDENT_QUEUE, INCIDENT_SINCE, INDEXES,
     OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX,

@@ -80,6 +80,8 @@ pub(crate) mod prefix {
     pub const ATTEMPT: &str = "SANDBOX#ATTEMPT#";
     /// The EasyPost gateway's record of an order's label (`easypost::book`).
     pub const LABEL: &str = "LABEL#";
+    /// A lease of a job one replica does at a time (`dynamodb::DynamoLease`).
+    pub const LEASE: &str = "LEASE#";
 }
 
 /// How long [`create_table`] waits for a new table to become `ACTIVE`.

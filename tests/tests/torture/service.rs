@@ -191,6 +191,9 @@ fn command(db: &Db, args: &[String]) -> std::process::Command {
     cmd.arg("--operator-token")
         .arg(TOKEN)
         .args(["--rate-limit", "0"])
+        // Orders a kill left unstarted are started by the repair loop: soon, so that the run
+        // settles within its deadline (a start racing the order's own is harmless).
+        .args(["--repair-interval", "5s", "--repair-grace", "5s"])
         .args(args);
     cmd
 }

@@ -1,0 +1,298 @@
+//! The repair loop's pass on the embedded backend (engine and store on SQLite files), one test
+//! per kind of repair, each also run a second time to show it changes nothing then.
+
+use super::harness::{Saga, small};
+use api::audit::Sources;
+use api::audit::WorkflowExecutions;
+use api::http::Metrics;
+use api::intake::OrderIntake;
+use api::repair::{Pass, Reconciler, RepairKind, RepairSettings};
+use engine::ExecutionStatus;
+use std::sync::Arc;
+use std::time::Duration;
+use store::{
+    Charge, ChargeRequest, Created, Failure, Order, OrderStatus, ReservationStatus, ReservedLine,
+    ShipmentRequest,
+};
+use workflow::{SagaSettings, WorkflowPort};
+
+/// A reconciler over the saga's backend; orders left `ACCEPTED` are started after `grace`.
+fn reconciler(saga: &Saga, grace: Duration) -> (Reconciler, Metrics) {
+    reconciler_with(
+        saga,
+        RepairSettings {
+            grace,
+            // Nothing else moves in these tests: the second look need not wait.
+            recheck_after: Duration::from_millis(50),
+            sole_owner_since: None,
+        },
+    )
+}
+
+fn reconciler_with(saga: &Saga, settings: RepairSettings) -> (Reconciler, Metrics) {
+    let intake = OrderIntake {
+        orders: saga.ports.orders.clone(),
+        inventory: saga.ports.inventory.clone(),
+        workflow: saga.workflow.clone(),
+        settings: SagaSettings::default(),
+        queue: None,
+    };
+    let sources = Sources {
+        ports: saga.ports.clone(),
+        executions: Arc::new(WorkflowExecutions::new(saga.workflow.clone())),
+    };
+    let metrics = Metrics::new();
+    (
+        Reconciler::new(sources, Arc::new(intake), settings, metrics.clone()),
+        metrics,
+    )
+}
+
+fn kinds(pass: &Pass) -> Vec<RepairKind> {
+    pass.repairs.iter().map(|r| r.kind).collect()
+}
+
+fn counted(metrics: &Metrics, kind: &str) -> String {
+    let text = metrics.render();
+    text.lines()
+        .find(|l| l.starts_with(&format!("fulfillment_repairs_total{{kind=\"{kind}\"}}")))
+        .unwrap_or_else(|| panic!("no {kind} in {text}"))
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// An order stored with its ARN and never started, as a crash between the two leaves it.
+async fn stored_not_started(saga: &Saga, id: &str) -> Order {
+    let request = small(id, "book", "pm_card_visa");
+    let items = request
+        .items
+        .iter()
+        .map(|l| store::LineItem {
+            sku: l.sku.clone(),
+            quantity: l.quantity,
+            unit_price_cents: super::harness::catalog_cents(&l.sku),
+        })
+        .collect();
+    let new = saga.intake.new_order(request, items, "shop").unwrap();
+    let arn = saga.workflow.execution_arn(id);
+    let Created::New(order) = saga
+        .ports
+        .orders
+        .create_with_execution(new, &arn)
+        .await
+        .unwrap()
+    else {
+        panic!("stored before")
+    };
+    order
+}
+
+/// The order's charge at the provider, made as the charge step makes it.
+async fn charge(saga: &Saga, order: &Order) -> Charge {
+    saga.ports
+        .payments
+        .charge(&ChargeRequest {
+            idempotency_key: order.id().charge_key(),
+            order_id: order.id().clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            payment_method: order.new.payment_method.clone(),
+        })
+        .await
+        .unwrap()
+}
+
+fn failure() -> Failure {
+    Failure {
+        error: "Payment.Unavailable".to_owned(),
+        cause: "the provider did not answer".to_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_order_left_accepted_is_started_once_past_its_grace_and_then_completes() {
+    let saga = Saga::default().await;
+    saga.stock("book", 5).await;
+    let order = stored_not_started(&saga, "o-left").await;
+
+    // Within its grace its POST may still be starting it: left alone.
+    let (patient, _) = reconciler(&saga, Duration::from_secs(3600));
+    let pass = patient.pass().await.unwrap();
+    assert_eq!(kinds(&pass), []);
+    assert_eq!((pass.audit.violations.len(), pass.left), (1, 1));
+    assert_eq!(saga.order("o-left").await.status, OrderStatus::Accepted);
+
+    // A process that owns the backend alone since after it was stored: no POST of it is in
+    // flight, the grace is not waited out (a restart's first pass starts what its start
+    // queue lost).
+    let (due, metrics) = reconciler_with(
+        &saga,
+        RepairSettings {
+            grace: Duration::from_secs(3600),
+            recheck_after: Duration::from_millis(50),
+            sole_owner_since: Some(chrono::Utc::now()),
+        },
+    );
+    let pass = due.pass().await.unwrap();
+    assert_eq!(kinds(&pass), [RepairKind::Started], "{pass:?}");
+    assert!(pass.all_repaired());
+    assert_eq!(counted(&metrics, "started"), "1");
+    assert_eq!(
+        saga.finished(&order).await.status,
+        ExecutionStatus::Succeeded
+    );
+    assert_eq!(saga.order("o-left").await.status, OrderStatus::Completed);
+
+    let again = due.pass().await.unwrap();
+    assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
+    assert_eq!(counted(&metrics, "started"), "1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_charge_its_cancelled_order_ended_without_is_refunded_once_and_recorded() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    let order = saga.place(small("o-late", "book", "pm_card_visa")).await;
+    // The charge landed, its answer was lost, and the compensation's lookup did not see it
+    // (a provider's search lags): the order ended CANCELLED with the money kept.
+    let charge = charge(&saga, &order).await;
+    saga.ports
+        .orders
+        .advance(order.id(), OrderStatus::Cancelled, Some(failure()))
+        .await
+        .unwrap();
+
+    let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
+    let pass = reconciler.pass().await.unwrap();
+    assert_eq!(kinds(&pass), [RepairKind::RefundedLateCharge], "{pass:?}");
+    assert!(pass.repairs[0].what.contains(&charge.charge_id), "{pass:?}");
+    let repaired = saga.order("o-late").await;
+    assert_eq!(repaired.status, OrderStatus::Cancelled);
+    assert_eq!(
+        repaired.charge_id.as_deref(),
+        Some(charge.charge_id.as_str())
+    );
+    let refund = repaired
+        .refund
+        .expect("the refund is recorded on the order");
+    assert_eq!(refund.amount_cents, charge.amount_cents);
+    assert_eq!(repaired.failure, Some(failure()), "its failure is kept");
+
+    let again = reconciler.pass().await.unwrap();
+    assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
+    assert_eq!(counted(&metrics, "refunded_late_charge"), "1");
+    let refunds = saga.ports.payments.list_refunds(None, 100).await.unwrap();
+    assert_eq!(refunds.items.len(), 1, "refunded once: {refunds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stock_a_cancelled_order_holds_is_released_and_a_completed_ones_marked_shipped() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    let line = [ReservedLine {
+        sku: "book".to_owned(),
+        quantity: 1,
+    }];
+    let cancelled = saga.place(small("o-held", "book", "pm_card_visa")).await;
+    saga.ports
+        .inventory
+        .reserve(cancelled.id(), &line)
+        .await
+        .unwrap();
+    saga.ports
+        .orders
+        .advance(cancelled.id(), OrderStatus::Cancelled, Some(failure()))
+        .await
+        .unwrap();
+    // Completed, charged and shipped, but its stock still counted as held.
+    let shipped = saga.place(small("o-shipped", "book", "pm_card_visa")).await;
+    saga.ports
+        .inventory
+        .reserve(shipped.id(), &line)
+        .await
+        .unwrap();
+    let charge = charge(&saga, &shipped).await;
+    saga.ports
+        .orders
+        .record_charge(shipped.id(), &charge)
+        .await
+        .unwrap();
+    saga.ports
+        .shipping
+        .create_shipment(&ShipmentRequest {
+            order_id: shipped.id().clone(),
+            address: shipped.new.shipping_address.clone(),
+            lines: line.to_vec(),
+        })
+        .await
+        .unwrap();
+    saga.ports
+        .orders
+        .advance(shipped.id(), OrderStatus::Completed, None)
+        .await
+        .unwrap();
+    assert_eq!(saga.level("book").await, (3, 2, 0));
+
+    let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
+    let pass = reconciler.pass().await.unwrap();
+    assert_eq!(
+        kinds(&pass),
+        [RepairKind::ReleasedStock, RepairKind::ReleasedStock],
+        "{pass:?}"
+    );
+    assert_eq!(saga.level("book").await, (4, 0, 1));
+    let inventory = saga.ports.inventory.clone();
+    let reservation = |id: &str| {
+        let (inventory, id) = (inventory.clone(), store::OrderId::parse(id).unwrap());
+        async move { inventory.reservation(&id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(reservation("o-held").await, ReservationStatus::Released);
+    assert_eq!(reservation("o-shipped").await, ReservationStatus::Shipped);
+
+    let again = reconciler.pass().await.unwrap();
+    assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
+    assert_eq!(counted(&metrics, "released_stock"), "2");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_it_may_not_fix_is_reported_once_and_left_as_it_is() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    // COMPLETED without a charge: refunding or charging is a person's decision.
+    let order = saga.place(small("o-free", "book", "pm_card_visa")).await;
+    saga.ports
+        .inventory
+        .reserve(
+            order.id(),
+            &[ReservedLine {
+                sku: "book".to_owned(),
+                quantity: 1,
+            }],
+        )
+        .await
+        .unwrap();
+    saga.ports.inventory.mark_shipped(order.id()).await.unwrap();
+    saga.ports
+        .orders
+        .advance(order.id(), OrderStatus::Completed, None)
+        .await
+        .unwrap();
+    let before = saga.order("o-free").await;
+
+    let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
+    let pass = reconciler.pass().await.unwrap();
+    assert_eq!(kinds(&pass), [RepairKind::Reported], "{pass:?}");
+    assert_eq!(pass.repairs[0].subject, "order o-free");
+    assert!(!pass.all_repaired());
+    // Still there at the next pass, and not reported (nor counted) twice.
+    let again = reconciler.pass().await.unwrap();
+    assert_eq!(again.audit.violations.len(), 1);
+    assert_eq!(kinds(&again), []);
+    assert_eq!(counted(&metrics, "reported"), "1");
+    assert_eq!(saga.order("o-free").await, before, "nothing was touched");
+}
