@@ -32,6 +32,11 @@ pub enum Remedy {
     Release(OrderId),
     /// A COMPLETED order's reservation still holds the stock it shipped: mark it shipped.
     MarkShipped(OrderId),
+    /// An order the saga left unfinished, its execution ended (a compensation whose retries
+    /// of a misconfigured provider ran out, a step timed out on its last attempt, an execution
+    /// stopped by hand): record an incident, so that operators see it in `GET /incidents` and
+    /// redrive or resolve it. Nothing is undone by the loop itself.
+    RecordIncident(OrderId),
 }
 
 /// What a second look must find to confirm a suspected violation (see `super::confirmed`).
@@ -457,10 +462,13 @@ pub fn orders_have_running_executions(
         let status = o.status.as_str();
         match executions.get(arn) {
             Some(Some(s)) if s == "RUNNING" => {}
-            Some(Some(s)) => out.push(Violation::new(
-                order(&o.id),
-                format!("{status} but its execution {arn} is {s}"),
-            )),
+            Some(Some(s)) => out.push(
+                Violation::new(
+                    order(&o.id),
+                    format!("{status} but its execution {arn} is {s}"),
+                )
+                .repaired_by(Remedy::RecordIncident(o.id.clone())),
+            ),
             // The ARN is stored with the order, before its execution starts.
             Some(None) if o.status == OrderStatus::Accepted => out.push(never_started()),
             Some(None) => out.push(Violation::new(
@@ -860,10 +868,16 @@ mod tests {
         let twice = [charged("ch_b", "o-1", 1500), charged("ch_a", "o-1", 1500)];
         assert_eq!(charged_twice(&twice)[0].remedy, None);
         let running = view("o-1", OrderStatus::Charged);
+        let gone = HashMap::from([("arn:exec:o-1".to_owned(), None)]);
+        assert_eq!(
+            orders_have_running_executions(std::slice::from_ref(&running), &gone)[0].remedy,
+            None
+        );
+        // An ended execution under an unfinished order becomes an incident, for a person.
         let failed = HashMap::from([("arn:exec:o-1".to_owned(), Some("FAILED".to_owned()))]);
         assert_eq!(
             orders_have_running_executions(&[running], &failed)[0].remedy,
-            None
+            Some(Remedy::RecordIncident(id("o-1")))
         );
         let completed = [view("o-1", OrderStatus::Completed)];
         assert_eq!(charges_match_orders(&completed, &[], &[])[0].remedy, None);

@@ -33,16 +33,21 @@ pub enum RepairKind {
     /// Stock still held by a finished order: released (CANCELLED) or marked shipped
     /// (COMPLETED, its shipment made).
     ReleasedStock,
+    /// An order whose execution ended with the order unfinished and no incident recorded:
+    /// the incident recorded (the order `COMPENSATION_FAILED`), for operators to act on.
+    IncidentRecorded,
     /// A finding no remedy may fix alone (a double charge, a COMPLETED order without a charge,
-    /// an execution that ended under a running order, …): logged for a person, never touched.
+    /// an execution that does not exist under a running order, …): logged for a person, never
+    /// touched.
     Reported,
 }
 
 impl RepairKind {
-    pub const ALL: [RepairKind; 4] = [
+    pub const ALL: [RepairKind; 5] = [
         RepairKind::Started,
         RepairKind::RefundedLateCharge,
         RepairKind::ReleasedStock,
+        RepairKind::IncidentRecorded,
         RepairKind::Reported,
     ];
 
@@ -51,6 +56,7 @@ impl RepairKind {
             RepairKind::Started => "started",
             RepairKind::RefundedLateCharge => "refunded_late_charge",
             RepairKind::ReleasedStock => "released_stock",
+            RepairKind::IncidentRecorded => "incident_recorded",
             RepairKind::Reported => "reported",
         }
     }
@@ -129,6 +135,8 @@ pub(crate) enum RemedyError {
     Compensation(#[from] CompensationError),
     #[error(transparent)]
     Intake(#[from] IntakeError),
+    #[error(transparent)]
+    Workflow(#[from] workflow::WorkflowError),
 }
 
 impl RemedyError {
@@ -138,6 +146,7 @@ impl RemedyError {
             RemedyError::Gateway(e) => e.is_transient(),
             RemedyError::Compensation(e) => e.is_transient(),
             RemedyError::Intake(e) => e.is_transient(),
+            RemedyError::Workflow(e) => e.is_transient(),
         }
     }
 }
@@ -289,11 +298,12 @@ pub fn print(pass: &Pass, out: &mut impl Write) -> std::io::Result<()> {
     let count = |kind| pass.repairs.iter().filter(|r| r.kind == kind).count();
     writeln!(
         out,
-        "repair: {} started, {} late charges refunded, {} stock released, {} reported, {} left \
-         for the next pass",
+        "repair: {} started, {} late charges refunded, {} stock released, {} incidents \
+         recorded, {} reported, {} left for the next pass",
         count(RepairKind::Started),
         count(RepairKind::RefundedLateCharge),
         count(RepairKind::ReleasedStock),
+        count(RepairKind::IncidentRecorded),
         count(RepairKind::Reported),
         pass.left
     )
@@ -332,7 +342,7 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "audit: 3 orders, 1 SKUs, 2 charges, 0 violations\n\
              repair: refunded_late_charge: order o-1: refunded charge ch_1 (re_1)\n\
-             repair: 0 started, 1 late charges refunded, 0 stock released, 0 reported, 0 left \
+             repair: 0 started, 1 late charges refunded, 0 stock released, 0 incidents recorded, 0 reported, 0 left \
              for the next pass\n"
         );
         assert!(pass.all_repaired());

@@ -10,12 +10,15 @@ use crate::audit::{Books, Remedy};
 use crate::intake::Start;
 use chrono::Utc;
 use compensations::Compensated;
-use store::{Failure, Order, OrderId, OrderStatus, Refunded, Released};
+use store::{Failure, Incident, Order, OrderId, OrderStatus, Refunded, Released};
 
 /// The order a remedy is for.
 pub(super) fn order_id(remedy: &Remedy) -> &OrderId {
     match remedy {
-        Remedy::Start(id) | Remedy::Release(id) | Remedy::MarkShipped(id) => id,
+        Remedy::Start(id)
+        | Remedy::Release(id)
+        | Remedy::MarkShipped(id)
+        | Remedy::RecordIncident(id) => id,
         Remedy::Refund { order, .. } => order,
     }
 }
@@ -32,11 +35,13 @@ pub(super) async fn apply(
         return Ok(None);
     };
     let wanted = match remedy {
-        Remedy::Start(_) => OrderStatus::Accepted,
-        Remedy::Refund { .. } | Remedy::Release(_) => OrderStatus::Cancelled,
-        Remedy::MarkShipped(_) => OrderStatus::Completed,
+        Remedy::Start(_) => Some(OrderStatus::Accepted),
+        Remedy::Refund { .. } | Remedy::Release(_) => Some(OrderStatus::Cancelled),
+        Remedy::MarkShipped(_) => Some(OrderStatus::Completed),
+        // Any status the saga has not finished.
+        Remedy::RecordIncident(_) => (!order.status.is_terminal()).then_some(order.status),
     };
-    if order.status != wanted {
+    if wanted != Some(order.status) {
         tracing::debug!(order_id = %id, status = order.status.as_str(), "moved on since the audit; not repaired");
         return Ok(None);
     }
@@ -45,7 +50,62 @@ pub(super) async fn apply(
         Remedy::Refund { charge_id, .. } => refund(r, books, order, charge_id).await,
         Remedy::Release(_) => release(r, order).await,
         Remedy::MarkShipped(_) => mark_shipped(r, order).await,
+        Remedy::RecordIncident(_) => record_incident(r, order).await,
     }
+}
+
+/// The incident of an order its ended execution left unfinished: the execution's own error and
+/// cause, as `DescribeExecution` tells them (which state failed is in its history, not there).
+async fn record_incident(
+    r: &Reconciler,
+    order: Order,
+) -> Result<Option<(RepairKind, String)>, RemedyError> {
+    let id = order.id().clone();
+    let Some(arn) = order.execution_arn.as_deref() else {
+        return Ok(None);
+    };
+    let info = r.intake.workflow.describe_execution(arn).await?;
+    if info.status == "RUNNING" {
+        tracing::debug!(order_id = %id, "its execution runs again (a redrive); nothing to do");
+        return Ok(None);
+    }
+    let incident = Incident {
+        step: format!("execution {}", info.status),
+        error: info
+            .error
+            .unwrap_or_else(|| format!("States.{}", info.status)),
+        cause: info.cause.unwrap_or_else(|| {
+            format!(
+                "the execution ended {} with the order {}; see its history for the state",
+                info.status,
+                order.status.as_str()
+            )
+        }),
+        attempts: 0,
+        since: info.stop_date.unwrap_or_else(Utc::now),
+    };
+    let after = r
+        .sources
+        .ports
+        .orders
+        .record_incident(&id, &incident, None)
+        .await?;
+    if after.status != OrderStatus::CompensationFailed {
+        return Ok(None);
+    }
+    tracing::error!(
+        order_id = %id,
+        execution_arn = %arn,
+        error = %incident.error,
+        "repair: the order's execution ended with the order unfinished; incident recorded for an operator"
+    );
+    Ok(Some((
+        RepairKind::IncidentRecorded,
+        format!(
+            "its execution ended {} ({}); incident recorded",
+            info.status, incident.error
+        ),
+    )))
 }
 
 async fn start(r: &Reconciler, order: Order) -> Result<Option<(RepairKind, String)>, RemedyError> {

@@ -296,3 +296,48 @@ async fn what_it_may_not_fix_is_reported_once_and_left_as_it_is() {
     assert_eq!(counted(&metrics, "reported"), "1");
     assert_eq!(saga.order("o-free").await, before, "nothing was touched");
 }
+
+/// An execution that ended with its order unfinished (stopped by hand here; a compensation
+/// whose misconfigured provider outlasted its retries ends the same way) becomes an incident,
+/// for operators to redrive or resolve: the loop undoes nothing itself, and records it once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_execution_that_ended_under_an_unfinished_order_becomes_an_incident_once() {
+    let saga = Saga::default().await;
+    saga.stock("piano", 1).await;
+    let order = saga
+        .place(super::harness::large("o-stopped", "piano"))
+        .await;
+    saga.reaches("o-stopped", OrderStatus::AwaitingApproval)
+        .await;
+    let arn = order.execution_arn.clone().unwrap();
+    saga.workflow
+        .stop_execution(&arn, "Ops.Stopped", "stopped by hand")
+        .await
+        .unwrap();
+    assert_eq!(saga.finished(&order).await.status, ExecutionStatus::Aborted);
+
+    let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
+    let pass = reconciler.pass().await.unwrap();
+    // Its parked token, which no decision can reach now, is reported beside it.
+    assert_eq!(
+        kinds(&pass),
+        [RepairKind::IncidentRecorded, RepairKind::Reported],
+        "{pass:?}"
+    );
+    let failed = saga.order("o-stopped").await;
+    assert_eq!(failed.status, OrderStatus::CompensationFailed);
+    let incident = failed.incident.expect("an incident");
+    assert_eq!(incident.step, "execution ABORTED");
+    assert_eq!(incident.error, "Ops.Stopped");
+    assert_eq!(
+        saga.level("piano").await,
+        (0, 1, 0),
+        "nothing undone by the loop"
+    );
+    // Then the money it holds, a charge not refunded, is reported for the person who takes
+    // the incident; the incident is not recorded twice.
+    let again = reconciler.pass().await.unwrap();
+    assert_eq!(kinds(&again), [RepairKind::Reported], "{again:?}");
+    assert!(again.repairs[0].what.contains("refund"), "{again:?}");
+    assert_eq!(counted(&metrics, "incident_recorded"), "1");
+}
