@@ -357,14 +357,15 @@ async fn a_failed_step_is_compensated_and_the_execution_fails_with_its_error() {
     aws.send_task_failure(&reserve.task_token, "Inventory.OutOfStock", "sku-1: 0 left")
         .await
         .unwrap();
-    let refund = succeed(&aws, Activity::RefundPayment, json!({"refunded": false})).await;
+    // The release first, then the refund, which hands the failure on to the Fail state.
+    let release = succeed(&aws, Activity::ReleaseInventory, json!({"released": false})).await;
     assert_eq!(
-        refund.input["failure"],
+        release.input["failure"],
         json!({"Error": "Inventory.OutOfStock", "Cause": "sku-1: 0 left"})
     );
     succeed(
         &aws,
-        Activity::ReleaseInventory,
+        Activity::RefundPayment,
         json!({"error": "Inventory.OutOfStock", "cause": "sku-1: 0 left"}),
     )
     .await;
@@ -473,10 +474,10 @@ async fn a_task_past_its_timeout_answers_task_timed_out() {
     };
     assert!(matches!(dead, WorkflowError::TaskTimedOut(_)), "{dead:?}");
     // The timeout is caught: the saga compensates.
-    succeed(&aws, Activity::RefundPayment, json!({})).await;
+    succeed(&aws, Activity::ReleaseInventory, json!({})).await;
     succeed(
         &aws,
-        Activity::ReleaseInventory,
+        Activity::RefundPayment,
         json!({"error": "States.Timeout", "cause": "approval timed out"}),
     )
     .await;

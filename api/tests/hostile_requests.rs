@@ -226,6 +226,7 @@ async fn unknown_fields_are_refused_as_the_document_says() {
         [
             "ApprovalRequest",
             "CatalogPrice",
+            "IncidentActionRequest",
             "OrderLine",
             "PlaceOrder",
             "ShippingAddress",

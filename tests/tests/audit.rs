@@ -158,7 +158,7 @@ async fn a_late_charge_is_named_by_the_audit_and_refunded_by_audit_repair() {
     assert!(
         repaired
             .stdout
-            .contains("repair: 0 started, 1 late charges refunded, 0 stock released, 0 reported"),
+            .contains("repair: 0 started, 1 late charges refunded, 0 stock released, 0 incidents recorded, 0 reported"),
         "{repaired:?}"
     );
     let clean = Audit::run(audit_command(&db));

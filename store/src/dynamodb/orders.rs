@@ -53,6 +53,17 @@ fn remove_incident() -> String {
         .collect()
 }
 
+/// Adds to a `SET` clause the recording of `failure` unless the order has one: the first
+/// failure, the one that started the compensation, is kept.
+fn keep_first_failure(set: &mut String, values: &mut Item, failure: Failure) {
+    set.push_str(
+        ", #failure_error = if_not_exists(#failure_error, :failure_error), \
+         #failure_cause = if_not_exists(#failure_cause, :failure_cause)",
+    );
+    values.insert(":failure_error".to_owned(), s(failure.error));
+    values.insert(":failure_cause".to_owned(), s(failure.cause));
+}
+
 /// The operators' actions: a list of JSON strings, appended to with `list_append`.
 fn actions_from(item: &Item) -> Result<Vec<OperatorAction>, StoreError> {
     let Some(value) = item.get("actions") else {
@@ -362,14 +373,8 @@ impl OrderRepository for DynamoStore {
             return self.existing_order(id).await;
         };
         let mut set = "SET #status = :to, #updated_at = :now".to_owned();
-        // The first failure is kept.
         if let Some(failure) = failure.filter(|_| to.is_compensation()) {
-            set.push_str(
-                ", #failure_error = if_not_exists(#failure_error, :error), \
-                 #failure_cause = if_not_exists(#failure_cause, :cause)",
-            );
-            values.insert(":error".to_owned(), s(failure.error));
-            values.insert(":cause".to_owned(), s(failure.cause));
+            keep_first_failure(&mut set, &mut values, failure);
         }
         let closes = if to.is_final() {
             remove_incident()
@@ -414,12 +419,7 @@ impl OrderRepository for DynamoStore {
              #{INCIDENT_QUEUE} = :open"
         );
         if let Some(failure) = failure {
-            set.push_str(
-                ", #failure_error = if_not_exists(#failure_error, :failure_error), \
-                 #failure_cause = if_not_exists(#failure_cause, :failure_cause)",
-            );
-            values.insert(":failure_error".to_owned(), s(failure.error));
-            values.insert(":failure_cause".to_owned(), s(failure.cause));
+            keep_first_failure(&mut set, &mut values, failure);
         }
         let update = format!("{set} REMOVE #{APPROVAL_QUEUE}");
         Ok(self

@@ -38,6 +38,13 @@ fn rank_sql() -> &'static str {
     })
 }
 
+/// The `SET` clauses that record the failure `?4`, `?5` unless the order has one (the first,
+/// the one that started the compensation, is kept). SET expressions all see the row as it was,
+/// so both columns test the old error.
+const KEEP_FIRST_FAILURE: &str = "\
+    failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
+    failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END";
+
 /// The `SET` clauses that close an order's incident (a final status has none open).
 const CLOSE_INCIDENT: &str = ", incident_step = NULL, incident_error = NULL, \
     incident_cause = NULL, incident_attempts = NULL, incident_since = NULL";
@@ -294,11 +301,8 @@ impl OrderRepository for SqliteStore {
             Some(f) => (Some(f.error), Some(f.cause)),
             None => (None, None),
         };
-        // SET expressions all see the row as it was, so both failure columns test the old error.
         let sql = format!(
-            "UPDATE orders SET status = ?2, updated_at = ?3, \
-             failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
-             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END{} \
+            "UPDATE orders SET status = ?2, updated_at = ?3, {KEEP_FIRST_FAILURE}{} \
              WHERE order_id = ?1 AND {} < ?6",
             if to.is_final() { CLOSE_INCIDENT } else { "" },
             rank_sql()
@@ -430,9 +434,7 @@ impl OrderRepository for SqliteStore {
             None => (None, None),
         };
         let sql = format!(
-            "UPDATE orders SET status = ?2, updated_at = ?3, \
-             failure_error = CASE WHEN failure_error IS NULL THEN ?4 ELSE failure_error END, \
-             failure_cause = CASE WHEN failure_error IS NULL THEN ?5 ELSE failure_cause END, \
+            "UPDATE orders SET status = ?2, updated_at = ?3, {KEEP_FIRST_FAILURE}, \
              incident_step = ?6, incident_error = ?7, incident_cause = ?8, \
              incident_attempts = ?9, incident_since = COALESCE(incident_since, ?10) \
              WHERE order_id = ?1 AND {} <= ?11",
