@@ -1,8 +1,12 @@
 //! The HTTP plumbing of the provider gateways: a client with one timeout for a whole call,
-//! on a base URL whose scheme this build can speak, and the texts that describe a call that got
-//! no answer, with the secret it carried taken out.
+//! on a base URL whose scheme this build can speak, the texts that describe a call that got
+//! no answer, with the secret it carried taken out, and what the provider's answers say about
+//! our settings ([`ProviderHealth`]).
 
+use crate::error::GatewayError;
 use crate::stripe::SecretKey;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Why a base URL cannot be used.
@@ -54,5 +58,62 @@ pub(crate) fn redact(message: &str, secret: &SecretKey) -> String {
     match secret.expose() {
         "" => message.to_owned(),
         key => message.replace(key, "<redacted>"),
+    }
+}
+
+/// What a provider's answers say about our settings: whether the last one refused our key or
+/// URL (`/readyz` fails while it does) and how many have, for `/metrics`. Shared by every clone
+/// of a gateway.
+#[derive(Debug)]
+pub struct ProviderHealth {
+    /// Who, in the log lines (`payment provider`, `carrier`).
+    who: &'static str,
+    fault: Mutex<Option<String>>,
+    misconfigured: AtomicU64,
+}
+
+impl ProviderHealth {
+    pub fn new(who: &'static str) -> ProviderHealth {
+        ProviderHealth {
+            who,
+            fault: Mutex::new(None),
+            misconfigured: AtomicU64::new(0),
+        }
+    }
+
+    /// Why the provider's last answer was the operator's fault, while it is.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Answers that refused our key or URL, since start.
+    pub fn misconfigured_answers(&self) -> u64 {
+        self.misconfigured.load(Ordering::Relaxed)
+    }
+
+    /// Notes an answer: any answer but `Misconfigured` and `Unavailable` (which may never have
+    /// reached the provider) shows the key and the URL work. Logs each change once.
+    pub(crate) fn note<T>(&self, result: &Result<T, GatewayError>) {
+        let mut fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Err(GatewayError::Misconfigured(why)) => {
+                self.misconfigured.fetch_add(1, Ordering::Relaxed);
+                if fault.is_none() {
+                    tracing::error!(
+                        reason = %why,
+                        "the {} refuses this service's settings: its calls are retried (no \
+                         order is cancelled for it) until an operator fixes them",
+                        self.who
+                    );
+                }
+                *fault = Some(why.clone());
+            }
+            Err(GatewayError::Unavailable(_)) => {}
+            _ => {
+                if fault.take().is_some() {
+                    tracing::info!("the {} accepts this service's settings again", self.who);
+                }
+            }
+        }
     }
 }

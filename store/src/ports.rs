@@ -299,10 +299,14 @@ impl IncidentCursor {
         }
     }
 
-    /// `None` for text this build did not make.
+    /// `None` for text that is no cursor: `{since}|{orderId}`, `since` of a stored time's
+    /// characters (a cursor is a position: one of the right shape that no page gave is harmless).
     pub fn parse(text: &str) -> Option<IncidentCursor> {
         let (since, id) = text.split_once('|')?;
-        DateTime::parse_from_rfc3339(since).ok()?;
+        let time_chars = |c: char| c.is_ascii_digit() || "T:.Z-".contains(c);
+        if since.is_empty() || since.len() > 40 || !since.chars().all(time_chars) {
+            return None;
+        }
         Some(IncidentCursor {
             since: since.to_owned(),
             order_id: OrderId::parse(id).ok()?,
@@ -492,6 +496,12 @@ pub enum Voided {
 
 #[async_trait]
 pub trait ShippingGateway: Send + Sync {
+    /// `Err(Misconfigured)` while the carrier refuses this service's settings (`/readyz` fails
+    /// then); transient trouble is no ill health. Healthy by default (the sandbox).
+    async fn health(&self) -> Result<(), GatewayError> {
+        Ok(())
+    }
+
     /// Creates the order's one shipment (the same order again returns it). Refused
     /// (`Rejected`) once the order's shipping was voided.
     async fn create_shipment(&self, request: &ShipmentRequest) -> Result<Shipment, GatewayError>;

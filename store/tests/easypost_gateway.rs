@@ -270,6 +270,35 @@ mod scenarios {
         );
     }
 
+    /// `/readyz` asks the carrier's health: unhealthy while EasyPost's last answer refused the
+    /// key (asked again on each probe, so a fixed key shows at once), each refusal counted.
+    pub async fn a_refused_key_makes_the_carrier_unhealthy_until_it_is_accepted(book: Book) {
+        let fake = FakeEasyPost::start().await;
+        let shipping = gateway(&fake, &book);
+        assert!(shipping.health().await.is_ok(), "healthy before any answer");
+        fake.fail_next(2, StatusCode::UNAUTHORIZED);
+        let id = order_id("ep-revoked");
+        let err = shipping
+            .create_shipment(&request(&id, "75001"))
+            .await
+            .expect_err("revoked");
+        assert!(matches!(err, GatewayError::Misconfigured(_)), "{err:?}");
+        let unhealthy = shipping.health().await.expect_err("still refused");
+        assert!(unhealthy.to_string().contains("API key"), "{unhealthy}");
+        assert_eq!(shipping.health_counts().misconfigured_answers(), 2);
+        // Accepted again (the key was fixed): healthy, and the shipment goes through.
+        shipping.health().await.expect("accepted");
+        assert_eq!(shipping.health_counts().fault(), None);
+        shipping
+            .create_shipment(&request(&id, "75001"))
+            .await
+            .expect("ships");
+        // An outage is no ill health.
+        fake.fail_next(1, StatusCode::SERVICE_UNAVAILABLE);
+        let _ = shipping.shipment(&id).await;
+        assert!(shipping.health().await.is_ok());
+    }
+
     pub async fn outages_and_rate_limits_are_unavailable_and_the_retry_buys_once(book: Book) {
         let fake = FakeEasyPost::start().await;
         let shipping = gateway(&fake, &book);
@@ -501,6 +530,7 @@ on_each_backend!(
     an_undeliverable_address_is_rejected_with_the_carriers_reason,
     a_shipment_easypost_cannot_validate_is_rejected,
     a_wrong_key_is_unavailable_says_so_and_never_shows_it,
+    a_refused_key_makes_the_carrier_unhealthy_until_it_is_accepted,
     outages_and_rate_limits_are_unavailable_and_the_retry_buys_once,
     a_slow_answer_is_unavailable_and_the_retry_buys_once,
     a_lost_buy_answer_is_found_by_the_retry_not_bought_again,

@@ -436,7 +436,12 @@ impl Server {
     ) -> Value {
         let until = Instant::now() + DEADLINE;
         loop {
-            let s = self.status(order_id).await;
+            // Polled as a client polls: a 429 is waited out, not a failure.
+            let r = self
+                .get_within_rate_limit(&format!("/orders/{order_id}/status"))
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+            let s = r.json();
             if done(&s) {
                 return s;
             }
@@ -470,20 +475,14 @@ impl Server {
         .await
     }
 
-    /// The execution history's event types, in order. A test reading many histories at once
-    /// may pass its key's rate limit: it waits as `Retry-After` says, as a client would.
-    pub async fn history(&self, order_id: &str) -> Vec<String> {
+    /// A GET as the client that waits out its key's rate limit as `Retry-After` says, as a
+    /// client would: tests that poll or read many orders at once may pass it.
+    async fn get_within_rate_limit(&self, path: &str) -> Reply {
         let deadline = Instant::now() + DEADLINE;
-        let r = loop {
-            let r = self
-                .request(
-                    Method::GET,
-                    &format!("/orders/{order_id}/history?maxResults=1000"),
-                    None,
-                )
-                .await;
+        loop {
+            let r = self.request(Method::GET, path, None).await;
             if r.status != StatusCode::TOO_MANY_REQUESTS || Instant::now() > deadline {
-                break r;
+                return r;
             }
             let wait = r
                 .headers
@@ -491,7 +490,14 @@ impl Server {
                 .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
                 .unwrap_or(1);
             tokio::time::sleep(Duration::from_secs(wait)).await;
-        };
+        }
+    }
+
+    /// The execution history's event types, in order.
+    pub async fn history(&self, order_id: &str) -> Vec<String> {
+        let r = self
+            .get_within_rate_limit(&format!("/orders/{order_id}/history?maxResults=1000"))
+            .await;
         assert_eq!(r.status, StatusCode::OK, "{}", r.text);
         r.json()["events"]
             .as_array()

@@ -82,7 +82,7 @@ pub async fn healthz() -> Json<Health> {
     tag = "service",
     responses(
         (status = 200, description = "Ready", body = Health),
-        (status = 503, description = "The store or the workflow service does not answer, or the payment provider refuses the service's key or URL (`not-ready`)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store or the workflow service does not answer, or the payment provider or the carrier refuses the service's key or URL (`not-ready`)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[tracing::instrument(name = "readiness", skip_all)]
@@ -98,6 +98,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Probl
     // retried); one that refuses our settings is, until an operator fixes them.
     if let Err(e) = state.ports.payments.health().await {
         tracing::warn!(error = %e, "the payment provider refuses this service's settings");
+        return Err(Problem::new(ProblemKind::NotReady, e.to_string()));
+    }
+    if let Err(e) = state.ports.shipping.health().await {
+        tracing::warn!(error = %e, "the carrier refuses this service's settings");
         return Err(Problem::new(ProblemKind::NotReady, e.to_string()));
     }
     Ok(Json(Health {

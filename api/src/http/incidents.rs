@@ -130,8 +130,8 @@ pub struct IncidentsQuery {
     /// Incidents per page (1–1000, default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
-    /// The `next` of the previous page, as given (any other text is a 400).
-    #[param(min_length = 1, max_length = 200)]
+    /// The `next` of the previous page, as given (text of another shape is a 400).
+    #[param(pattern = "^[0-9T:.Z-]{1,40}\\|[A-Za-z0-9_-]{1,80}$")]
     pub after: Option<String>,
 }
 

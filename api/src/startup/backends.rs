@@ -92,18 +92,28 @@ pub(super) async fn shipping(
 }
 
 /// The carrier over `book`, the store that keeps its label records (the sandbox's ledger is
-/// `sandbox`, already among the store's ports).
+/// `sandbox`, already among the store's ports), and for a real carrier its count of answers
+/// that refused the service's key.
 pub(super) fn carrier(
     shipping: &ShippingSettings,
     book: Arc<dyn LabelBook>,
     sandbox: Arc<dyn ShippingGateway>,
-) -> Result<Arc<dyn ShippingGateway>, StartupError> {
+) -> Result<(Arc<dyn ShippingGateway>, Option<SampledMetric>), StartupError> {
     match shipping {
-        ShippingSettings::Sandbox => Ok(sandbox),
-        ShippingSettings::EasyPost(c) => Ok(Arc::new(
-            EasyPostShipping::new(c.clone(), book)
-                .map_err(|e| StartupError::Config(e.to_string()))?,
-        )),
+        ShippingSettings::Sandbox => Ok((sandbox, None)),
+        ShippingSettings::EasyPost(c) => {
+            let gateway = EasyPostShipping::new(c.clone(), book)
+                .map_err(|e| StartupError::Config(e.to_string()))?;
+            let health = gateway.health_counts();
+            let metric = SampledMetric {
+                kind: SampledKind::Counter,
+                name: "shipping_provider_misconfigured_answers",
+                help: "Carrier answers that refused this service's key or could not bill its \
+                       account: the operator's to fix; /readyz fails while the last one did",
+                read: Box::new(move || health.misconfigured_answers()),
+            };
+            Ok((Arc::new(gateway), Some(metric)))
+        }
     }
 }
 
@@ -184,7 +194,9 @@ pub(super) async fn open_embedded(
         ports.payments = gateway;
         sampled.push(metric);
     }
-    ports.shipping = carrier(shipping, Arc::new(store.clone()), ports.shipping)?;
+    let (carrier, metric) = carrier(shipping, Arc::new(store.clone()), ports.shipping)?;
+    ports.shipping = carrier;
+    sampled.extend(metric);
     Ok(Opened {
         ports,
         activity_arns: workflow.activity_arns().clone(),
@@ -313,11 +325,13 @@ pub(super) async fn open_aws(
     shipping: &ShippingSettings,
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
-    let (payments, sampled) = aws_payments(&store, &payments)?;
+    let (payments, mut sampled) = aws_payments(&store, &payments)?;
     let ports = store.ports();
+    let (shipping, metric) = carrier(shipping, Arc::new(store.clone()), ports.shipping.clone())?;
+    sampled.extend(metric);
     let ports = Ports {
         payments,
-        shipping: carrier(shipping, Arc::new(store.clone()), ports.shipping.clone())?,
+        shipping,
         ..ports
     };
     Ok(Opened {

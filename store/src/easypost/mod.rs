@@ -15,11 +15,12 @@ pub use book::{LabelBook, LabelRecord, LabelStep};
 pub use shipping::EasyPostShipping;
 
 use crate::error::GatewayError;
-use crate::http::{self, BaseUrlProblem};
+use crate::http::{self, BaseUrlProblem, ProviderHealth};
 use crate::stripe::SecretKey;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// EasyPost's API, for [`EasyPostConfig::base_url`].
@@ -73,17 +74,25 @@ pub fn parse_from_address(raw: &str) -> Result<Value, String> {
 /// `Misconfigured` when EasyPost refuses the key (401, 403), `Unavailable` when it cannot say.
 pub async fn check_key(config: &EasyPostConfig) -> Result<(), GatewayError> {
     let client = Client::new(config).map_err(|e| GatewayError::Misconfigured(e.to_string()))?;
-    let request = client
-        .request(reqwest::Method::GET, "/shipments")
-        .query(&[("page_size", "1")]);
-    match client.send::<Value>(request).await {
-        Ok(_) => Ok(()),
-        Err(refused @ CallError::Refused { status, .. })
-            if matches!(status.as_u16(), 401 | 403) =>
-        {
-            Err(client.classify(refused))
+    client.check().await
+}
+
+impl Client {
+    /// [`check_key`] with this client (its answer noted in its health).
+    pub(crate) async fn check(&self) -> Result<(), GatewayError> {
+        let client = self;
+        let request = client
+            .request(reqwest::Method::GET, "/shipments")
+            .query(&[("page_size", "1")]);
+        match client.send::<Value>(request).await {
+            Ok(_) => Ok(()),
+            Err(refused @ CallError::Refused { status, .. })
+                if matches!(status.as_u16(), 401 | 403) =>
+            {
+                Err(client.classify(refused))
+            }
+            Err(e) => Err(GatewayError::Unavailable(client.classify(e).to_string())),
         }
-        Err(e) => Err(GatewayError::Unavailable(client.classify(e).to_string())),
     }
 }
 
@@ -107,7 +116,7 @@ struct ErrorBody {
     error: ApiError,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub(crate) struct ApiError {
     #[serde(default)]
     code: Option<String>,
@@ -146,7 +155,7 @@ impl ApiError {
 }
 
 /// A call that did not give a 2xx answer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum CallError {
     /// No answer (timeout, connection), or one that could not be read: the outcome is unknown.
     NoAnswer(GatewayError),
@@ -178,6 +187,7 @@ pub(crate) struct Client {
     http: reqwest::Client,
     base_url: String,
     api_key: SecretKey,
+    pub(crate) health: Arc<ProviderHealth>,
 }
 
 impl Client {
@@ -202,6 +212,7 @@ impl Client {
             http,
             base_url,
             api_key: config.api_key.clone(),
+            health: Arc::new(ProviderHealth::new("carrier")),
         })
     }
 
@@ -222,6 +233,7 @@ impl Client {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| self.no_answer(&e))?;
         if status.is_success() {
+            self.health.note::<()>(&Ok(()));
             return serde_json::from_slice(&bytes).map_err(|e| {
                 CallError::NoAnswer(GatewayError::Unavailable(format!(
                     "carrier answered {status} with an unreadable body: {e}"
@@ -231,7 +243,9 @@ impl Client {
         let error = serde_json::from_slice::<ErrorBody>(&bytes)
             .map(|b| b.error)
             .unwrap_or_default();
-        Err(CallError::Refused { status, error })
+        let refused = CallError::Refused { status, error };
+        self.health.note::<()>(&Err(self.classify(refused.clone())));
+        Err(refused)
     }
 
     fn no_answer(&self, e: &reqwest::Error) -> CallError {

@@ -144,6 +144,11 @@ impl EasyPostShipping {
         })
     }
 
+    /// What EasyPost's answers said about the service's settings, for `/metrics`.
+    pub fn health_counts(&self) -> Arc<crate::http::ProviderHealth> {
+        self.client.health.clone()
+    }
+
     /// How long after a buy was started it may still land: the caller's timeout, and half as
     /// much again for a slow send and clocks of replicas that differ a little.
     pub fn settle_time(&self) -> Duration {
@@ -337,6 +342,18 @@ impl EasyPostShipping {
 
 #[async_trait]
 impl ShippingGateway for EasyPostShipping {
+    /// Unhealthy while EasyPost's last answer refused the key (or could not bill the account):
+    /// asked again on each probe, so a fixed key shows at once.
+    async fn health(&self) -> Result<(), GatewayError> {
+        if self.client.health.fault().is_none() {
+            return Ok(());
+        }
+        match self.client.check().await {
+            Err(e @ GatewayError::Misconfigured(_)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     async fn create_shipment(&self, request: &ShipmentRequest) -> Result<Shipment, GatewayError> {
         let id = &request.order_id;
         let record = self.book.label_record(id).await?;

@@ -11,12 +11,12 @@ mod payments;
 pub use payments::StripePayments;
 
 use crate::error::GatewayError;
+pub use crate::http::ProviderHealth;
 use crate::http::{self, BaseUrlProblem};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Stripe's API, for [`StripeConfig::base_url`].
@@ -111,52 +111,6 @@ struct Client {
     health: Arc<ProviderHealth>,
 }
 
-/// What the provider's answers say about our settings: whether the last one refused our key
-/// or URL (`/readyz` fails while it does) and how many have, for `/metrics`. Shared by every
-/// clone of the gateway.
-#[derive(Debug, Default)]
-pub struct ProviderHealth {
-    fault: Mutex<Option<String>>,
-    misconfigured: AtomicU64,
-}
-
-impl ProviderHealth {
-    /// Why the provider's last answer was the operator's fault, while it is.
-    pub fn fault(&self) -> Option<String> {
-        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Answers that refused our key or URL, since start.
-    pub fn misconfigured_answers(&self) -> u64 {
-        self.misconfigured.load(Ordering::Relaxed)
-    }
-
-    /// Notes an answer: any answer but `Misconfigured` and `Unavailable` (which may never have
-    /// reached the provider) shows the key and the URL work. Logs each change once.
-    fn note<T>(&self, result: &Result<T, GatewayError>) {
-        let mut fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
-        match result {
-            Err(GatewayError::Misconfigured(why)) => {
-                self.misconfigured.fetch_add(1, Ordering::Relaxed);
-                if fault.is_none() {
-                    tracing::error!(
-                        reason = %why,
-                        "payment provider refuses this service's settings: charges and refunds \
-                         are retried (no order is cancelled for it) until an operator fixes them"
-                    );
-                }
-                *fault = Some(why.clone());
-            }
-            Err(GatewayError::Unavailable(_)) => {}
-            _ => {
-                if fault.take().is_some() {
-                    tracing::info!("payment provider accepts this service's settings again");
-                }
-            }
-        }
-    }
-}
-
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
@@ -188,7 +142,7 @@ impl Client {
             base_url,
             secret_key: config.secret_key,
             key_prefix: config.key_prefix,
-            health: Arc::default(),
+            health: Arc::new(ProviderHealth::new("payment provider")),
         })
     }
 
