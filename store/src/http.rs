@@ -86,6 +86,22 @@ impl ProviderHealth {
         self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// `Err(Misconfigured)` while the provider refuses our settings. Healthy without asking
+    /// while its last answer was fine; otherwise `check` (a call that changes nothing) asks
+    /// again, so a fixed setting shows at once. A provider that does not answer is no ill health.
+    pub(crate) async fn probe<F>(&self, check: F) -> Result<(), GatewayError>
+    where
+        F: std::future::Future<Output = Result<(), GatewayError>>,
+    {
+        if self.fault().is_none() {
+            return Ok(());
+        }
+        match check.await {
+            Err(e @ GatewayError::Misconfigured(_)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Answers that refused our key or URL, since start.
     pub fn misconfigured_answers(&self) -> u64 {
         self.misconfigured.load(Ordering::Relaxed)

@@ -345,13 +345,7 @@ impl ShippingGateway for EasyPostShipping {
     /// Unhealthy while EasyPost's last answer refused the key (or could not bill the account):
     /// asked again on each probe, so a fixed key shows at once.
     async fn health(&self) -> Result<(), GatewayError> {
-        if self.client.health.fault().is_none() {
-            return Ok(());
-        }
-        match self.client.check().await {
-            Err(e @ GatewayError::Misconfigured(_)) => Err(e),
-            _ => Ok(()),
-        }
+        self.client.health.probe(self.client.check()).await
     }
 
     async fn create_shipment(&self, request: &ShipmentRequest) -> Result<Shipment, GatewayError> {

@@ -251,13 +251,7 @@ impl PaymentGateway for StripePayments {
     /// Healthy unless the last answer refused the key or the URL; then asks again, so a fixed
     /// setting (a proxy, a key restored) shows at once.
     async fn health(&self) -> Result<(), GatewayError> {
-        if self.client.health.fault().is_none() {
-            return Ok(());
-        }
-        match self.client.check().await {
-            Err(e @ GatewayError::Misconfigured(_)) => Err(e),
-            _ => Ok(()),
-        }
+        self.client.health.probe(self.client.check()).await
     }
 
     async fn charge(&self, request: &ChargeRequest) -> Result<Charge, GatewayError> {
