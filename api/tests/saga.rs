@@ -570,13 +570,7 @@ async fn a_charge_the_order_never_recorded_is_found_and_refunded() {
     let charge = saga
         .ports
         .payments
-        .charge(&ChargeRequest {
-            idempotency_key: order.id().charge_key(),
-            order_id: order.id().clone(),
-            amount_cents: order.new.amount_cents,
-            currency: order.new.currency.clone(),
-            payment_method: order.new.payment_method.clone(),
-        })
+        .charge(&ChargeRequest::for_order(&order))
         .await
         .unwrap();
     assert_eq!(saga.order("o-unrecorded").await.charge_id, None);

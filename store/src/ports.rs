@@ -414,6 +414,20 @@ pub struct ChargeRequest {
     pub payment_method: String,
 }
 
+impl ChargeRequest {
+    /// The order's one charge: its amount in its currency, by its payment method, under
+    /// `charge:{orderId}`.
+    pub fn for_order(order: &Order) -> ChargeRequest {
+        ChargeRequest {
+            idempotency_key: order.id().charge_key(),
+            order_id: order.id().clone(),
+            amount_cents: order.new.amount_cents,
+            currency: order.new.currency.clone(),
+            payment_method: order.new.payment_method.clone(),
+        }
+    }
+}
+
 /// What a refund did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Refunded {

@@ -93,13 +93,7 @@ async fn stored_not_started(saga: &Saga, id: &str) -> Order {
 async fn charge(saga: &Saga, order: &Order) -> Charge {
     saga.ports
         .payments
-        .charge(&ChargeRequest {
-            idempotency_key: order.id().charge_key(),
-            order_id: order.id().clone(),
-            amount_cents: order.new.amount_cents,
-            currency: order.new.currency.clone(),
-            payment_method: order.new.payment_method.clone(),
-        })
+        .charge(&ChargeRequest::for_order(order))
         .await
         .unwrap()
 }

@@ -34,13 +34,7 @@ impl Step for ChargePayment {
                 format!("order is {}; nothing is charged", order.status.as_str()),
             );
         }
-        let request = ChargeRequest {
-            idempotency_key: input.order_id.charge_key(),
-            order_id: input.order_id.clone(),
-            amount_cents: order.new.amount_cents,
-            currency: order.new.currency.clone(),
-            payment_method: order.new.payment_method.clone(),
-        };
+        let request = ChargeRequest::for_order(&order);
         let charge = match self.ports.payments.charge(&request).await {
             Ok(charge) => charge,
             Err(e) => return gateway_failed(e, PAYMENT_ERRORS),
