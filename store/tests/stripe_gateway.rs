@@ -1,7 +1,7 @@
 //! The Stripe gateway against a fake Stripe (`store::contract::fake_stripe`) that records the headers
 //! it receives: idempotency keys, authentication, declines, outages, timeouts, refunds (by the
-//! charge id while search lags behind, and by search), and the payment part of the adapter
-//! contract suite.
+//! charge id while search lags behind, and by search), charges that land late, and the payment
+//! part of the adapter contract suite.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -320,6 +320,62 @@ async fn a_timed_out_charge_is_transient_and_made_once_when_retried() {
     fake.delay(None);
     // The slow answer's charge was made: the retry under the same key replays it.
     payments.charge(&request).await.expect("retry");
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+}
+
+/// A provider that lags: the charge lands long after its request, whose answer the gateway
+/// gave up on; meanwhile the same key is Stripe's `409 idempotency_key_in_use` (retried, never a
+/// decline), the order's lookup finds nothing, and once it landed, the key replays it and the
+/// lookup finds it when search has caught up. What the saga cannot wait for, the repair loop's
+/// listing finds (`the_books_are_the_succeeded_intents_listed_page_after_page`).
+#[tokio::test]
+async fn a_charge_landing_late_is_in_use_until_it_lands_then_replayed_and_found() {
+    let (fake, payments) = gateway().await;
+    let id = order_id("late");
+    let request = charge_of(&id, 900, "pm_card_visa");
+    let lands_in = TIMEOUT * 4;
+    fake.search_lag(TIMEOUT * 4);
+    fake.hold_charges([id.as_str().to_owned()], lands_in);
+    let asked = std::time::Instant::now();
+    let gave_up = payments
+        .charge(&request)
+        .await
+        .expect_err("no answer in time");
+    assert!(
+        matches!(gave_up, GatewayError::Unavailable(_)),
+        "{gave_up:?}"
+    );
+    assert_eq!(fake.charges_in_flight(), 1);
+    let in_use = payments.charge(&request).await.expect_err("still running");
+    assert!(
+        matches!(in_use, GatewayError::Unavailable(ref m) if m.contains("409")),
+        "{in_use:?}"
+    );
+    assert!(in_use.is_transient());
+    assert_eq!(payments.find_charge(&id).await.expect("search"), None);
+
+    while fake.charges_in_flight() > 0 {
+        assert!(
+            asked.elapsed() < lands_in * 10,
+            "the held charge never landed"
+        );
+        tokio::time::sleep(TIMEOUT / 10).await;
+    }
+    assert_eq!(fake.charges_of(id.as_str()), 1);
+    assert_eq!(
+        payments.find_charge(&id).await.expect("search"),
+        None,
+        "search lags behind the charge"
+    );
+    let charge = payments
+        .charge(&request)
+        .await
+        .expect("the key replays the charge");
+    tokio::time::sleep(TIMEOUT * 4).await;
+    assert_eq!(
+        payments.find_charge(&id).await.expect("search"),
+        Some(charge)
+    );
     assert_eq!(fake.charges_of(id.as_str()), 1);
 }
 

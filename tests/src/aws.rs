@@ -18,6 +18,9 @@ pub struct AwsStack {
     pub table: String,
     /// The engine's state and the replicas' working directory.
     dir: Db,
+    /// Where replicas reach Step Functions and DynamoDB, when not straight at the emulators
+    /// (through a proxy: [`AwsStack::route_replicas_through`]).
+    routes: Option<(String, String)>,
 }
 
 impl AwsStack {
@@ -41,6 +44,7 @@ impl AwsStack {
             state_machine_arn: String::new(),
             table: format!("fulfillment-{}", std::process::id()),
             dir,
+            routes: None,
         };
         let first = stack.provision();
         assert_eq!(
@@ -92,10 +96,22 @@ impl AwsStack {
         stdout
     }
 
+    /// Replicas started from now on reach Step Functions at `sfn` and DynamoDB at `dynamodb`
+    /// (e.g. a fault-injecting proxy in front of each); provisioning, keys and the audit still
+    /// go straight to the emulators.
+    pub fn route_replicas_through(&mut self, sfn: &str, dynamodb: &str) {
+        self.routes = Some((sfn.to_owned(), dynamodb.to_owned()));
+    }
+
     /// `subcommand` with the backend settings of the replicas: AWS, paying through the fake
     /// Stripe.
     fn on_the_backend(&self, subcommand: &str) -> Command {
-        let mut cmd = self.command(subcommand);
+        let mut cmd = match (&self.routes, subcommand) {
+            (Some((sfn, dynamodb)), "serve") => {
+                emulated_aws_command(subcommand, self.dir.dir(), sfn, dynamodb, &self.table)
+            }
+            _ => self.command(subcommand),
+        };
         cmd.args(["--backend", "aws"])
             .args(["--state-machine-arn", &self.state_machine_arn])
             .args([
@@ -111,10 +127,17 @@ impl AwsStack {
     /// A replica of `serve --backend aws` paying through the fake Stripe, with the test token
     /// and `args` on top.
     pub fn replica(&self, args: &[&str]) -> Server {
-        let mut cmd = self.on_the_backend("serve");
-        cmd.args(["--listen", "127.0.0.1:0", "--operator-token", TOKEN])
-            .args(args);
+        let mut cmd = self.serve_command();
+        cmd.args(["--operator-token", TOKEN]).args(args);
         Server::spawn(cmd)
+    }
+
+    /// A `serve --backend aws` command on port 0, paying through the fake Stripe, without a
+    /// token.
+    pub fn serve_command(&self) -> Command {
+        let mut cmd = self.on_the_backend("serve");
+        cmd.args(["--listen", "127.0.0.1:0"]);
+        cmd
     }
 
     /// `fulfillment keys <words…>` on the replicas' table; its standard output, trimmed.

@@ -1,6 +1,6 @@
-//! The torture test, a target of its own (`cargo test --release -p tests --test torture --
-//! --nocapture`, the `torture` suite of `.ci/run`): the real binary on the embedded default
-//! runs a seeded mix of orders (small and large, declined cards, transient and lost-response
+//! The torture test, a target of its own (`cargo test --release --workspace --test torture --
+//! --nocapture --test-threads=1`, the `torture` suite of `.ci/run`): the real binary on the
+//! embedded default runs a seeded mix of orders (small and large, declined cards, transient and lost-response
 //! payment faults, shipment failures, approvals, rejections and expiries, duplicate and
 //! conflicting submissions) while it is killed with SIGKILL at random moments and restarted at
 //! once on the same database; clients retry what a kill cut off, as real ones would. When every
@@ -8,6 +8,10 @@
 //!
 //! Prints `torture: seed N` first (replay the workload with `TORTURE_SEED=N`; the kills' timing
 //! is the machine's) and `torture: N orders, K kills, V violations` last; fails when V > 0.
+//!
+//! The variants (`variant.rs`) run the same with a real provider's adapter against its fake, or
+//! with the AWS backend, behind fault-injecting proxies, and also judge by the provider's own
+//! books. Each ends with `torture[<variant>]: N orders, K kills, V violations, R repairs`.
 
 #[path = "torture/audit.rs"]
 mod audit;
@@ -17,6 +21,8 @@ mod driver;
 mod oracle;
 #[path = "torture/service.rs"]
 mod service;
+#[path = "torture/variant.rs"]
+mod variant;
 #[path = "torture/workload.rs"]
 mod workload;
 
@@ -30,12 +36,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use variant::{Kind, Variant};
 use workload::Workload;
 
 const ORDERS: usize = 300;
+/// The AWS variant's orders: its DynamoDB (moto) serves one request at a time.
+const AWS_ORDERS: usize = 150;
 const SKUS: usize = 30;
 /// Kills go on until both this many happened and every order was placed.
 const MIN_KILLS: u32 = 24;
+/// The variants' kills (the faults they inject are their point).
+const VARIANT_MIN_KILLS: u32 = 12;
 /// How long the orders may take to end after the last kill. A task handed to a killed process
 /// comes back after its heartbeat timeout (20 s) and a retry's back-off.
 const SETTLE: Duration = Duration::from_secs(150);
@@ -58,16 +69,51 @@ fn seed() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_order_ends_consistently_through_random_sigkills() {
+    torture(Kind::Plain).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_charge_is_kept_or_refunded_once_through_a_faulty_stripe_and_sigkills() {
+    torture(Kind::Stripe).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_label_is_bought_at_most_once_through_a_faulty_easypost_and_sigkills() {
+    torture(Kind::EasyPost).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_order_ends_consistently_on_aws_through_faulty_endpoints_and_sigkills() {
+    torture(Kind::Aws).await;
+}
+
+async fn torture(kind: Kind) {
     let seed = seed();
-    println!("torture: seed {seed}");
-    let workload = Arc::new(Workload::generate(seed, ORDERS, SKUS));
+    let tag = kind.tag();
+    println!("{tag}: seed {seed}");
+    let (orders, min_kills) = match kind {
+        Kind::Plain => (ORDERS, MIN_KILLS),
+        Kind::Aws => (AWS_ORDERS, VARIANT_MIN_KILLS),
+        _ => (ORDERS, VARIANT_MIN_KILLS),
+    };
+    let (variant, workload) =
+        Variant::start(kind, seed, Workload::generate(seed, orders, SKUS)).await;
+    if !variant.late.is_empty() {
+        println!("{tag}: charges landing late: {:?}", variant.late);
+    }
+    let workload = Arc::new(workload);
+    variant.faults(false);
+    let launcher = variant.launcher();
     let service = Arc::new(tokio::task::block_in_place(|| {
-        Service::start(&[
-            "--approval-timeout",
-            APPROVAL_WINDOW,
-            "--approval-heartbeat",
-            APPROVAL_HEARTBEAT,
-        ])
+        Service::start(
+            launcher,
+            &[
+                "--approval-timeout",
+                APPROVAL_WINDOW,
+                "--approval-heartbeat",
+                APPROVAL_HEARTBEAT,
+            ],
+        )
     }));
     for (sku, units) in &workload.stock {
         let price = workload.prices[sku];
@@ -77,6 +123,7 @@ async fn every_order_ends_consistently_through_random_sigkills() {
             .await;
         assert_eq!(stocked.status, StatusCode::OK, "{}", stocked.text);
     }
+    variant.faults(true);
 
     let journal = Journal::default();
     let anomalies = Anomalies::default();
@@ -116,7 +163,7 @@ async fn every_order_ends_consistently_through_random_sigkills() {
             Some(()) if rng.random_bool(0.2) => continue,
             Some(()) if rng.random_bool(0.3) => rng.random_range(0..30),
             Some(()) => rng.random_range(0..600),
-            None if service.kills() < MIN_KILLS => rng.random_range(500..2_000),
+            None if service.kills() < min_kills => rng.random_range(500..2_000),
             None => break,
         };
         tokio::time::sleep(Duration::from_millis(aimed)).await;
@@ -126,14 +173,14 @@ async fn every_order_ends_consistently_through_random_sigkills() {
             .expect("a restart");
         let kills = service.kills();
         if kills % 5 == 0 {
-            progress(&journal, kills, started);
+            progress(&tag, &journal, kills, started);
         }
     }
     placing.await.expect("the placements");
     watching_done.store(true, Ordering::SeqCst);
     watching.await.expect("the watcher");
     println!(
-        "torture: kills stopped after {:.0?}; waiting for every order to end",
+        "{tag}: kills stopped after {:.0?}; waiting for every order to end",
         started.elapsed()
     );
 
@@ -143,13 +190,18 @@ async fn every_order_ends_consistently_through_random_sigkills() {
     }
     deciding_done.store(true, Ordering::SeqCst);
     deciding.await.expect("the operator");
-    println!("torture: settled after {:.0?}", started.elapsed());
+    println!("{tag}: settled after {:.0?}", started.elapsed());
+    variant.faults(false);
+    variant
+        .settle(&workload, &journal.lock().unwrap().clone())
+        .await;
 
-    let mut violations = judge(&service, &workload, &journal).await;
+    let mut violations = judge(&tag, &service, &workload, &journal).await;
+    violations.extend(variant.books(&workload, &journal.lock().unwrap()));
     violations.extend(anomalies.lock().unwrap().drain(..));
     violations.extend(service.stop());
     violations.extend(service.panics());
-    let audit = audit::run(&service.db().path());
+    let audit = audit::run(variant.audit());
     let (n, kills) = (workload.plans.len(), service.kills());
     let v = violations.len() + audit.violations();
 
@@ -168,14 +220,31 @@ async fn every_order_ends_consistently_through_random_sigkills() {
     if let Some(summary) = &audit.summary {
         println!("{summary}");
     }
-    println!("torture: {n} orders, {kills} kills, {v} violations");
+    for line in variant.injected() {
+        println!("{line}");
+    }
+    let repairs = service.repairs();
+    if kind == Kind::Plain {
+        println!("torture: {n} orders, {kills} kills, {v} violations");
+    } else {
+        println!("{tag}: repairs {repairs:?}");
+        println!(
+            "{tag}: {n} orders, {kills} kills, {v} violations, {} repairs",
+            repairs.total()
+        );
+    }
     assert_eq!(v, 0, "seed {seed}: {v} violations (listed above)");
 }
 
 /// The client-side oracle over every order and every SKU; also prints how the orders ended
 /// and how hard the kills hit.
-async fn judge(service: &Service, workload: &Workload, journal: &Journal) -> Vec<String> {
-    let (mut violations, shipped) = judge_orders(workload, &journal.lock().unwrap());
+async fn judge(
+    tag: &str,
+    service: &Service,
+    workload: &Workload,
+    journal: &Journal,
+) -> Vec<String> {
+    let (mut violations, shipped) = judge_orders(tag, workload, &journal.lock().unwrap());
 
     // How hard the kills hit: tasks a killed process had taken and never answered come back
     // after their heartbeat timeout.
@@ -193,8 +262,8 @@ async fn judge(service: &Service, workload: &Workload, journal: &Journal) -> Vec
             .count();
     }
     println!(
-        "torture: {} requests cut off by kills and sent again, {reissued} tasks re-issued after \
-         a kill",
+        "{tag}: {} requests cut off by kills and sent again, {reissued} tasks re-issued after \
+         a kill or a lost answer",
         service.cut_off()
     );
 
@@ -209,6 +278,7 @@ async fn judge(service: &Service, workload: &Workload, journal: &Journal) -> Vec
 
 /// Each order's violations, and the units per SKU the completed orders shipped.
 fn judge_orders(
+    tag: &str,
     workload: &Workload,
     journal: &BTreeMap<String, driver::Record>,
 ) -> (Vec<String>, BTreeMap<String, u64>) {
@@ -232,16 +302,16 @@ fn judge_orders(
             }
         }
     }
-    println!("torture: orders ended {ends:?}");
+    println!("{tag}: orders ended {ends:?}");
     (violations, shipped)
 }
 
-fn progress(journal: &Journal, kills: u32, started: Instant) {
+fn progress(tag: &str, journal: &Journal, kills: u32, started: Instant) {
     let journal = journal.lock().unwrap();
     let placed = journal.values().filter(|r| r.accepted()).count();
     let ended = journal.values().filter(|r| r.settled()).count();
     println!(
-        "torture: {kills} kills in {:.0?}; {placed} orders placed, {ended} ended",
+        "{tag}: {kills} kills in {:.0?}; {placed} orders placed, {ended} ended",
         started.elapsed()
     );
 }

@@ -2,8 +2,11 @@
 //! (lists in Stripe's shape: newest first, `limit` and `starting_after`, `has_more`), with
 //! Stripe's idempotency (the same key and parameters replay the first answer with
 //! `Idempotent-Replayed: true`, other parameters are a 400 `idempotency_error`), its decline test
-//! card, switches for an outage (503), a slow answer and a search that lags behind, and a record
-//! of every request's headers.
+//! card, switches for an outage (503), a slow answer, a search that lags behind (always, or by
+//! some seconds after each charge) and charges that land late (a provider that lags: the charge
+//! is applied a while after its request, the request's own answer is long given up on, and the
+//! same key meanwhile is Stripe's `409 idempotency_key_in_use`), and a record of every request's
+//! headers.
 
 use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -11,9 +14,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Stripe's test card that is always declined.
 pub const PM_DECLINED: &str = "pm_card_chargeDeclined";
@@ -64,6 +67,14 @@ struct Ledger {
     fail_next: usize,
     delay: Option<Duration>,
     search_lags: bool,
+    /// How long after its creation an intent shows in search results.
+    search_lag: Duration,
+    /// When each intent (by id) was created.
+    created: HashMap<String, Instant>,
+    /// Orders whose next charge lands this much after its request.
+    held: HashMap<String, Duration>,
+    /// Idempotency keys of held charges not landed yet.
+    in_flight: HashSet<String>,
     key_revoked: bool,
 }
 
@@ -118,6 +129,41 @@ impl FakeStripe {
     /// behind) does right after a charge; retrieving an intent by id still finds it.
     pub fn search_lags(&self, lagging: bool) {
         self.ledger().search_lags = lagging;
+    }
+
+    /// Intents show in search results only this long after their creation, as in Stripe's
+    /// search, which "may be up to a minute" behind; retrieving or listing them is not.
+    pub fn search_lag(&self, by: Duration) {
+        self.ledger().search_lag = by;
+    }
+
+    /// The next charge of each of these orders lands `by` after its request arrives: its
+    /// request is answered only then (long after any client gave up on it), and a request
+    /// with its idempotency key meanwhile is answered `409 idempotency_key_in_use`, as Stripe
+    /// answers a key whose first request is still running. The charge lands even when its
+    /// client has hung up.
+    pub fn hold_charges<I: IntoIterator<Item = String>>(&self, orders: I, by: Duration) {
+        let mut l = self.ledger();
+        for order in orders {
+            l.held.insert(order, by);
+        }
+    }
+
+    /// Held charges not landed yet (their requests arrived; see [`FakeStripe::hold_charges`]).
+    pub fn charges_in_flight(&self) -> usize {
+        self.ledger().in_flight.len()
+    }
+
+    /// Refunds of the order: how many, and of how many distinct payment intents.
+    pub fn refunded_intents_of(&self, order_id: &str) -> usize {
+        let l = self.ledger();
+        let intents: HashSet<String> = l
+            .refunds
+            .iter()
+            .filter(|r| r["metadata"]["order_id"] == order_id)
+            .filter_map(|r| r["payment_intent"].as_str().map(str::to_owned))
+            .collect();
+        intents.len()
     }
 
     /// While on, the service's key is refused as Stripe refuses a rolled or deleted one (401).
@@ -230,9 +276,45 @@ async fn idempotent(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if let Some(key) = &key
+        && let Some(by) = hold(&ledger, path, key, &params)
+    {
+        // Applied later by a task of its own, so that the charge lands even if the client hangs
+        // up first; this request is answered when it does.
+        let (ledger, path, key) = (ledger.clone(), path.to_owned(), key.clone());
+        let landed = tokio::spawn(async move {
+            tokio::time::sleep(by).await;
+            let mut l = ledger.lock().expect("ledger");
+            let map = params.iter().cloned().collect();
+            let (status, body) = work(&mut l, &map);
+            l.in_flight.remove(&key);
+            l.keys.insert(
+                key,
+                Saved {
+                    path,
+                    params,
+                    status,
+                    body: body.clone(),
+                },
+            );
+            (status, body)
+        });
+        let (status, body) = landed.await.expect("the held charge lands");
+        return answer(delay, status, body, false).await;
+    }
     let (status, body, replayed) = {
         let mut l = ledger.lock().expect("ledger");
         match key.as_ref().and_then(|k| l.keys.get(k)) {
+            _ if key.as_ref().is_some_and(|k| l.in_flight.contains(k)) => {
+                let (s, b) = error(
+                    StatusCode::CONFLICT,
+                    "idempotency_error",
+                    Some("idempotency_key_in_use"),
+                    "There is currently another in-progress request using this idempotency \
+                     key. Try again later.",
+                );
+                (s, b, false)
+            }
             Some(saved) if saved.path == path && saved.params == params => {
                 (saved.status, saved.body.clone(), true)
             }
@@ -265,6 +347,25 @@ async fn idempotent(
         }
     };
     answer(delay, status, body, replayed).await
+}
+
+/// Whether this request is the held charge of its order (see [`FakeStripe::hold_charges`]):
+/// how long until it lands. A held charge is held once; its key is in flight until it lands.
+fn hold(ledger: &Shared, path: &str, key: &str, params: &[(String, String)]) -> Option<Duration> {
+    if path != "/v1/payment_intents" {
+        return None;
+    }
+    let order = params
+        .iter()
+        .find(|(k, _)| k == "metadata[order_id]")
+        .map(|(_, v)| v.as_str())?;
+    let mut l = ledger.lock().expect("ledger");
+    if l.keys.contains_key(key) || l.in_flight.contains(key) {
+        return None;
+    }
+    let by = l.held.remove(order)?;
+    l.in_flight.insert(key.to_owned());
+    Some(by)
 }
 
 async fn create_intent(
@@ -328,6 +429,7 @@ async fn create_intent(
             "latest_charge": format!("ch_fake{}", l.next_id),
             "metadata": metadata,
         });
+        l.created.insert(id.clone(), Instant::now());
         l.intents.push(intent.clone());
         if declined {
             let (s, mut b) = error(
@@ -440,6 +542,10 @@ async fn search_intents(
             .iter()
             .rev()
             .filter(|_| !l.search_lags)
+            .filter(|i| {
+                let created = i["id"].as_str().and_then(|id| l.created.get(id));
+                created.is_none_or(|at| at.elapsed() >= l.search_lag)
+            })
             .filter(|i| {
                 clauses
                     .iter()

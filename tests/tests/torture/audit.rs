@@ -1,8 +1,7 @@
-//! The service's own audit (`fulfillment audit --db PATH`, read-only) over the database the
-//! run left: its `violation: …` lines, and its last line
+//! The service's own audit (`fulfillment audit`, read-only, with the variant's store and
+//! payment provider) over what the run left: its `violation: …` lines, and its last line
 //! `audit: {N} orders, {S} SKUs, {C} charges, {V} violations`.
 
-use std::path::Path;
 use std::process::Command;
 
 /// What the audit found.
@@ -25,13 +24,8 @@ impl Audit {
     }
 }
 
-pub fn run(db: &Path) -> Audit {
-    let output = match Command::new(::blackbox::binary())
-        .arg("audit")
-        .arg("--db")
-        .arg(db)
-        .output()
-    {
+pub fn run(mut audit: Command) -> Audit {
+    let output = match audit.output() {
         Ok(output) => output,
         Err(e) => return unbelievable(format!("the audit did not run: {e}")),
     };

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 /// Everything the clients saw of one order.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Record {
     /// The answers to `POST /orders` with the order's own body.
     pub placements: Vec<Answer>,

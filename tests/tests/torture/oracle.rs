@@ -64,6 +64,11 @@ pub fn check_order(plan: &Plan, record: Option<&Record>, workload: &Workload) ->
             End::Cancelled("Inventory.OutOfStock")
         }
         _ if plan.payment == Payment::Declined => End::Cancelled("Payment.Declined"),
+        // The saga gave up on a charge the provider kept answering "still running"; it may
+        // also have landed in time for a retry to see it.
+        Some("Payment.Unavailable") if plan.charge_lands_late => {
+            End::Cancelled("Payment.Unavailable")
+        }
         _ if plan.is_large() => match approval(record) {
             Ok(end) => end,
             Err(what) => {
@@ -252,6 +257,7 @@ mod tests {
             replay_later: false,
             conflicting: false,
             states_prices: true,
+            charge_lands_late: false,
         }
     }
 

@@ -1,10 +1,12 @@
-//! The service under torture: one `fulfillment serve` at a time on one database, killed with
-//! SIGKILL and started again at once; and the client side, which, like a real client, sends a
-//! request the kill cut off again, with the same body, to whichever process serves now.
+//! The service under torture: one `fulfillment serve` at a time on one store (a database file,
+//! or the emulated AWS account), killed with SIGKILL and started again at once; and the client
+//! side, which, like a real client, sends a request the kill cut off again, with the same body,
+//! to whichever process serves now.
 
-use blackbox::{Db, Server, TOKEN, serve_command};
+use blackbox::{Server, TOKEN};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -34,8 +36,11 @@ impl Answer {
     }
 }
 
+/// Makes a `fulfillment serve` command (on port 0) of the variant under torture.
+pub type Launcher = Box<dyn Fn() -> Command + Send + Sync>;
+
 pub struct Service {
-    db: Db,
+    launch: Launcher,
     args: Vec<String>,
     server: Mutex<Option<Server>>,
     /// The address of the process serving now; `None` while there is none.
@@ -45,30 +50,28 @@ pub struct Service {
     cut_off: AtomicU32,
     /// Panics seen in the output of any process of the run.
     panics: Mutex<Vec<String>>,
+    /// What the repair loops of every process of the run logged having repaired.
+    repairs: Mutex<Repairs>,
     http: reqwest::Client,
 }
 
 impl Service {
-    /// Starts `fulfillment serve` on a new database with the test token and `args`.
-    pub fn start(args: &[&str]) -> Service {
-        let db = Db::new();
+    /// Starts the service `launch` makes, with the test token and `args`.
+    pub fn start(launch: Launcher, args: &[&str]) -> Service {
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let server = Server::spawn(command(&db, &args));
+        let server = Server::spawn(command(&launch, &args));
         let (base, _) = watch::channel(Some(server.base.clone()));
         Service {
-            db,
+            launch,
             args,
             server: Mutex::new(Some(server)),
             base,
             kills: AtomicU32::new(0),
             cut_off: AtomicU32::new(0),
             panics: Mutex::new(Vec::new()),
+            repairs: Mutex::new(Repairs::default()),
             http: blackbox::client(),
         }
-    }
-
-    pub fn db(&self) -> &Db {
-        &self.db
     }
 
     pub fn kills(&self) -> u32 {
@@ -87,10 +90,10 @@ impl Service {
         self.base.send_replace(None);
         if let Some(mut old) = current.take() {
             old.kill();
-            self.note_panics(&old);
+            self.note_output(&old);
         }
         self.kills.fetch_add(1, Ordering::SeqCst);
-        let server = Server::spawn(command(&self.db, &self.args));
+        let server = Server::spawn(command(&self.launch, &self.args));
         self.base.send_replace(Some(server.base.clone()));
         *current = Some(server);
     }
@@ -102,7 +105,7 @@ impl Service {
         let mut server = current.take()?;
         server.sigterm();
         let status = server.wait(blackbox::START_STOP);
-        self.note_panics(&server);
+        self.note_output(&server);
         (!status.success()).then(|| {
             format!(
                 "the last process exited with {status} on SIGTERM: {}",
@@ -115,7 +118,12 @@ impl Service {
         self.panics.lock().unwrap().clone()
     }
 
-    fn note_panics(&self, server: &Server) {
+    /// What the repair loops logged (complete once the last process stopped).
+    pub fn repairs(&self) -> Repairs {
+        *self.repairs.lock().unwrap()
+    }
+
+    fn note_output(&self, server: &Server) {
         let output = server.stderr.text() + &server.stdout.text();
         let mut panics = self.panics.lock().unwrap();
         panics.extend(
@@ -124,6 +132,7 @@ impl Service {
                 .filter(|l| l.contains("panicked"))
                 .map(str::to_owned),
         );
+        self.repairs.lock().unwrap().add(&output);
     }
 
     /// Sends a request until it is answered: a request the kill cut off (refused, reset, an
@@ -185,8 +194,37 @@ impl Service {
     }
 }
 
-fn command(db: &Db, args: &[String]) -> std::process::Command {
-    let mut cmd = serve_command(db);
+/// The repairs a run's repair loops logged, by kind (one log line each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Repairs {
+    pub started: usize,
+    pub refunded_late_charges: usize,
+    pub released_stock: usize,
+    pub marked_shipped: usize,
+    pub incidents_recorded: usize,
+}
+
+impl Repairs {
+    pub fn total(&self) -> usize {
+        self.started
+            + self.refunded_late_charges
+            + self.released_stock
+            + self.marked_shipped
+            + self.incidents_recorded
+    }
+
+    fn add(&mut self, output: &str) {
+        let count = |what: &str| output.lines().filter(|l| l.contains(what)).count();
+        self.started += count("repair: started the execution");
+        self.refunded_late_charges += count("repair: refunded a charge");
+        self.released_stock += count("repair: released the stock");
+        self.marked_shipped += count("repair: marked shipped");
+        self.incidents_recorded += count("repair: the order's execution ended");
+    }
+}
+
+fn command(launch: &Launcher, args: &[String]) -> Command {
+    let mut cmd = launch();
     // One key sends every call of the workload, in bursts: no limit is meant to refuse them.
     cmd.arg("--operator-token")
         .arg(TOKEN)

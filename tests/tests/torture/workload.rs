@@ -81,6 +81,9 @@ pub struct Plan {
     /// Whether the body says each line's unit price (it must be the catalog's), or leaves it
     /// to the catalog.
     pub states_prices: bool,
+    /// Whether the payment provider lands this order's charge late, after the saga gave up
+    /// waiting for it (set by a variant that makes it so).
+    pub charge_lands_late: bool,
 }
 
 impl Plan {
@@ -188,6 +191,52 @@ impl Workload {
     }
 }
 
+impl Workload {
+    /// The workload for real providers behind a fault-injecting proxy: the sandbox's magic
+    /// faults (`pm_card_unavailable_once`, `pm_card_lost_response`, postal code `99999`) become
+    /// plain orders, as the faults now come from the proxy and hit any order. Declines and the
+    /// carrier's refusal (`00000`, which the fake carrier is told to refuse) stay.
+    pub fn without_sandbox_faults(mut self) -> Workload {
+        for plan in &mut self.plans {
+            if matches!(
+                plan.payment,
+                Payment::UnavailableOnce | Payment::LostResponse
+            ) {
+                plan.payment = Payment::Visa;
+            }
+            if plan.shipping == Shipping::UnavailableOnce {
+                plan.shipping = Shipping::Normal;
+            }
+        }
+        self
+    }
+
+    /// Up to `n` orders, among the first half, whose charge the provider lands late: small
+    /// ones, paid by a card that works, shipped normally, of SKUs stocked for every order (so
+    /// each reaches its charge). Their ids.
+    pub fn land_charges_late(&mut self, n: usize, seed: u64) -> Vec<String> {
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_add(3));
+        let half = self.plans.len() / 2;
+        let stocked = |l: &Line| self.demand[&l.sku] <= self.stock[&l.sku];
+        let mut candidates: Vec<usize> = (0..half)
+            .filter(|&i| {
+                let p = &self.plans[i];
+                !p.is_large()
+                    && p.payment == Payment::Visa
+                    && p.shipping == Shipping::Normal
+                    && p.lines.iter().all(stocked)
+            })
+            .collect();
+        let mut chosen = Vec::new();
+        while chosen.len() < n && !candidates.is_empty() {
+            let i = candidates.swap_remove(rng.random_range(0..candidates.len()));
+            self.plans[i].charge_lands_late = true;
+            chosen.push(self.plans[i].id.clone());
+        }
+        chosen
+    }
+}
+
 /// A SKU, the popular ones more often.
 fn pick_sku<'a>(rng: &mut StdRng, skus: &'a [String]) -> &'a String {
     let u: f64 = rng.random();
@@ -251,6 +300,7 @@ fn plan(rng: &mut StdRng, id: String, catalog: &Catalog, prices: &BTreeMap<Strin
         replay_later: rng.random_bool(0.08),
         conflicting: rng.random_bool(0.08),
         states_prices: rng.random_bool(0.5),
+        charge_lands_late: false,
     }
 }
 
