@@ -102,6 +102,29 @@ fn the_service_may_poll_every_activity_and_nothing_else() {
     );
 }
 
+/// `serve` runs the audit's reads in its repair loop, and `audit --repair` runs under the
+/// service's policy: every action the audit may take, the service may too.
+#[test]
+fn the_service_may_read_all_the_audit_reads_for_its_repair_loop() {
+    let (service, audit) = (resource("ServicePolicy"), resource("AuditPolicy"));
+    let actions = |block: &str| -> Vec<String> {
+        block
+            .split(|c: char| c.is_whitespace() || c == '"')
+            .filter(|w| w.starts_with("states:") || w.starts_with("dynamodb:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let audit_actions = actions(&audit);
+    assert!(audit_actions.len() >= 4, "{audit_actions:?}");
+    let service_actions = actions(&service);
+    for action in &audit_actions {
+        assert!(
+            service_actions.contains(action),
+            "{action} is the audit's, not the service's: {service}"
+        );
+    }
+}
+
 #[test]
 fn the_audit_may_read_and_heartbeat_and_nothing_more() {
     let block = resource("AuditPolicy");

@@ -425,19 +425,26 @@ async fn run_done(
     }
 }
 
-/// The compensation the saga runs when a forward step gives up.
-const COMPENSATIONS: [workflow::definition::Activity; 2] = [
-    workflow::definition::Activity::RefundPayment,
-    workflow::definition::Activity::ReleaseInventory,
-];
-
-/// The input of a compensation started by a step that timed out for good.
-fn timed_out(id: &store::OrderId) -> serde_json::Value {
-    serde_json::json!({"orderId": id.as_str(), "failure": {"Error": "States.Timeout"}})
+/// The compensations the saga runs when a forward step timed out for good, in the definition's
+/// order and with its parameters: the stock goes back first, then the refund ends the order.
+async fn compensate(saga: &Saga, id: &store::OrderId) {
+    use workflow::definition::Activity;
+    for (activity, finishes_order) in [
+        (Activity::ReleaseInventory, false),
+        (Activity::RefundPayment, true),
+    ] {
+        let input = serde_json::json!({
+            "orderId": id.as_str(),
+            "failure": {"Error": "States.Timeout"},
+            "attempt": 0,
+            "finishesOrder": finishes_order,
+        });
+        run_done(saga, &[activity], &input).await;
+    }
 }
 
 /// The saga gives up on a CreateShipment task whose worker hangs (its attempts time out) and
-/// compensates: refund, release, CANCELLED. Then the hung worker wakes up and runs its step.
+/// compensates: release, refund, CANCELLED. Then the hung worker wakes up and runs its step.
 /// Charges have a guard for this (a refund that found nothing voids the order) and so do
 /// reservations (a release is recorded, a late reserve is refused); a late shipment must be
 /// refused too, or the goods leave for an order that was refunded and whose stock is counted
@@ -456,7 +463,7 @@ async fn a_shipment_after_the_compensation_is_refused() {
     )
     .await;
     // CreateShipment timed out for good: the saga compensates.
-    run_done(&saga, &COMPENSATIONS, &timed_out(&id)).await;
+    compensate(&saga, &id).await;
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
     assert_eq!(saga.level("book").await, (5, 0, 0));
 
@@ -474,7 +481,7 @@ async fn a_shipment_after_the_compensation_is_refused() {
 }
 
 /// The saga gives up on a ChargePayment task whose worker hangs before it charges, and
-/// compensates: the refund finds nothing, the stock is released, CANCELLED. Then the hung worker
+/// compensates: the stock is released, the refund finds nothing, CANCELLED. Then the hung worker
 /// wakes up. It must not ask the provider for a charge at all: the sandbox refuses one for a
 /// voided order, but a real provider (Stripe) would take the money, after the refund that was
 /// to undo it.
@@ -488,7 +495,7 @@ async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
     let forward = json!({"orderId": id.as_str()});
     run_done(&saga, &[Activity::ReserveInventory], &forward).await;
     // ChargePayment timed out for good: the saga compensates.
-    run_done(&saga, &COMPENSATIONS, &timed_out(&id)).await;
+    compensate(&saga, &id).await;
     assert_eq!(saga.order(id.as_str()).await.status, OrderStatus::Cancelled);
 
     // The hung ChargePayment worker runs its step now, against a provider that counts.
