@@ -120,11 +120,7 @@ impl FaultProxy {
                 .expect("an HTTP client"),
         });
         let app = Router::new().fallback(forward).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base_url = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let base_url = store::contract::serve_on_loopback(app).await;
         FaultProxy { base_url, shared }
     }
 

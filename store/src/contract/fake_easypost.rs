@@ -96,11 +96,7 @@ impl FakeEasyPost {
             .route("/v2/shipments/{id}/refund", post(refund))
             .fallback(not_found)
             .with_state(books.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base_url = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let base_url = super::serve_on_loopback(app).await;
         FakeEasyPost { base_url, books }
     }
 

@@ -98,11 +98,7 @@ impl FakeStripe {
             .route("/v1/balance", get(balance))
             .route("/v1/{*rest}", get(not_found).post(not_found))
             .with_state(ledger.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base_url = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let base_url = super::serve_on_loopback(app).await;
         FakeStripe { base_url, ledger }
     }
 

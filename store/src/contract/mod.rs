@@ -33,6 +33,17 @@ pub struct Adapters {
     pub guard: Box<dyn Any + Send + Sync>,
 }
 
+/// Serves `app` on a free loopback port for as long as the test's runtime runs; its base URL
+/// (`http://127.0.0.1:PORT`). The fakes of the providers, and the tests' proxies, run so.
+pub async fn serve_on_loopback(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let base_url = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base_url
+}
+
 /// An id no other test (or earlier run against a shared store) has used.
 pub fn unique(prefix: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
