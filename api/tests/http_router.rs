@@ -30,7 +30,7 @@ use app::{App, PROBLEM_JSON, TOKEN, large, order, send, small};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use broken::{Broken, SECRET};
-use counting::CountingPayments;
+use counting::{CountingPayments, CountingWorkflow};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;

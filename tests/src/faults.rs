@@ -12,7 +12,8 @@
 //!   through its answer (the status and headers sent, the body cut short).
 //!
 //! Faults can be switched off ([`FaultProxy::pause`]) for a run's set-up and its final checks,
-//! and every fault is counted ([`FaultProxy::injected`]).
+//! and every fault is counted ([`FaultProxy::injected`]), as is every AWS call by its API
+//! ([`FaultProxy::calls`], from the `X-Amz-Target` header).
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -22,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,6 +89,8 @@ struct Shared {
     throttled: AtomicU64,
     lost: AtomicU64,
     cut: AtomicU64,
+    /// Requests by their `X-Amz-Target` (`AWSStepFunctions.DescribeExecution`, …).
+    targets: Mutex<HashMap<String, u64>>,
     http: reqwest::Client,
 }
 
@@ -112,6 +116,7 @@ impl FaultProxy {
             throttled: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             cut: AtomicU64::new(0),
+            targets: Mutex::new(HashMap::new()),
             // No timeout of its own: the caller's decides how long it waits (a held answer
             // is the dependency's to give).
             http: reqwest::Client::builder()
@@ -127,6 +132,13 @@ impl FaultProxy {
     /// While paused, every request passes untouched.
     pub fn pause(&self, paused: bool) {
         self.shared.paused.store(paused, Ordering::SeqCst);
+    }
+
+    /// How many requests named `target` in their `X-Amz-Target` header (an AWS API, e.g.
+    /// `AWSStepFunctions.DescribeExecution`) reached the proxy, faulted or not.
+    pub fn calls(&self, target: &str) -> u64 {
+        let targets = self.shared.targets.lock().expect("targets");
+        targets.get(target).copied().unwrap_or(0)
     }
 
     pub fn injected(&self) -> Injected {
@@ -252,6 +264,10 @@ async fn forward(
     body: Bytes,
 ) -> Response {
     shared.requests.fetch_add(1, Ordering::SeqCst);
+    if let Some(target) = headers.get("x-amz-target").and_then(|t| t.to_str().ok()) {
+        let mut targets = shared.targets.lock().expect("targets");
+        *targets.entry(target.to_owned()).or_default() += 1;
+    }
     let fault = shared.draw();
     if let Some(fault @ (Fault::Unavailable | Fault::Throttled)) = fault {
         shared.count(fault);

@@ -418,15 +418,44 @@ impl Server {
     }
 
     /// Polls until the order is `status` and its execution has ended as `execution`. The
-    /// last step records the order's end before the workflow records the execution's, so a
-    /// status read between the two shows the order done and its execution still running.
+    /// status view reads the execution's status from the order's record, which the last step
+    /// writes just before the workflow records the execution's end: this also waits until the
+    /// history shows that end.
     pub async fn ends(&self, order_id: &str, status: &str, execution: &str) -> Value {
-        self.polls_until(
-            order_id,
-            |s| s["status"] == status && s["executionStatus"] == execution,
-            &format!("{status} with its execution {execution}"),
-        )
-        .await
+        let view = self
+            .polls_until(
+                order_id,
+                |s| s["status"] == status && s["executionStatus"] == execution,
+                &format!("{status} with its execution {execution}"),
+            )
+            .await;
+        self.history_ends(order_id).await;
+        view
+    }
+
+    /// Polls the order's history until its last event is the execution's end.
+    async fn history_ends(&self, order_id: &str) {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let history = self.history(order_id).await;
+            let last = history.last().map(String::as_str);
+            if matches!(
+                last,
+                Some(
+                    "ExecutionSucceeded"
+                        | "ExecutionFailed"
+                        | "ExecutionAborted"
+                        | "ExecutionTimedOut"
+                )
+            ) {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "{order_id}'s execution never ended: {history:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn polls_until(
@@ -459,12 +488,15 @@ impl Server {
     /// Polls until the order is in a terminal status (`COMPLETED`, `CANCELLED`,
     /// `COMPENSATION_FAILED`) and its execution has ended too.
     pub async fn settles(&self, order_id: &str) -> Value {
-        self.polls_until(
-            order_id,
-            |s| is_terminal(s["status"].as_str()) && s["executionStatus"] != "RUNNING",
-            "terminal with its execution ended",
-        )
-        .await
+        let view = self
+            .polls_until(
+                order_id,
+                |s| is_terminal(s["status"].as_str()) && s["executionStatus"] != "RUNNING",
+                "terminal with its execution ended",
+            )
+            .await;
+        self.history_ends(order_id).await;
+        view
     }
 
     pub async fn decide(&self, order_id: &str, decision: &str) -> Reply {

@@ -4,6 +4,7 @@
 //! placed on one replica is worked by either and read from the other.
 
 use blackbox::aws::AwsStack;
+use blackbox::faults::{Dialect, FaultProxy, Faults};
 use blackbox::{Audit, Server, order};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -277,6 +278,95 @@ async fn replays_and_conflicts(stack: &AwsStack, a: &Server, b: &Server) {
 /// orders and cannot decide any, a price not the catalog's is refused and leaves nothing, a key
 /// revoked in the table is refused by the replica that had it cached within ten seconds, and a
 /// client past its rate is refused while another is served.
+/// Step Functions is unreachable from the replica an order is placed on: it stores the order,
+/// cannot start it and answers 503, and the client never retries. The repair loop of another
+/// replica starts it once its grace has passed (the order id names the execution, so a start
+/// that raced it would change nothing), and it completes, charged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_its_replica_could_not_start_is_started_by_another_replicas_repair_loop() {
+    let mut stack = AwsStack::start().await;
+    let healer = stack.replica(&["--repair-interval", "1s", "--repair-grace", "2s"]);
+    let down = Faults {
+        unavailable: 1.0,
+        ..Faults::default()
+    };
+    let sfn = FaultProxy::start(&stack.engine.base, Dialect::Aws, down, 1).await;
+    // Up while the replica starts (it checks its state machine), down from then on.
+    sfn.pause(true);
+    let dynamodb = stack.moto.endpoint().to_owned();
+    stack.route_replicas_through(&sfn.base_url, &dynamodb);
+    let cut_off = stack.replica(&["--repair-interval", "off"]);
+    sfn.pause(false);
+
+    healer.stock("aws-atlas", 2, 3_000).await;
+    let unstarted = order("aws-unstarted", "aws-atlas", 1, 3_000, "pm_card_visa");
+    let placed = cut_off.place(&unstarted).await;
+    assert_eq!(
+        placed.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        placed.text
+    );
+    assert!(sfn.injected().unavailable > 0, "{}", sfn.injected());
+
+    let done = healer.ends("aws-unstarted", "COMPLETED", "SUCCEEDED").await;
+    assert_eq!(done["amountCents"], 3_000, "{done}");
+    assert_eq!(stack.stripe.charges_of("aws-unstarted"), 1);
+    let metrics = healer.metrics().await;
+    assert!(
+        metrics.contains("fulfillment_repairs_total{kind=\"started\"} 1"),
+        "{metrics}"
+    );
+    cut_off.stop();
+    healer.stop();
+}
+
+/// A replica answers status polls from the order's record and asks Step Functions nothing
+/// for them (AWS refills `DescribeExecution` at about 15 a second for a whole account), and
+/// its `/readyz` asks at most once in a while; the history is still read there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_polls_make_no_step_functions_call_on_the_aws_backend() {
+    let mut stack = AwsStack::start().await;
+    let sfn = FaultProxy::start(&stack.engine.base, Dialect::Aws, Faults::default(), 1).await;
+    let dynamodb = stack.moto.endpoint().to_owned();
+    stack.route_replicas_through(&sfn.base_url, &dynamodb);
+    let replica = stack.replica(&[]);
+    replica.stock("aws-globe", 3, 2_000).await;
+    let placed = replica
+        .place(&order("aws-polled", "aws-globe", 1, 2_000, "pm_card_visa"))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    replica.ends("aws-polled", "COMPLETED", "SUCCEEDED").await;
+
+    const DESCRIBE: &str = "AWSStepFunctions.DescribeExecution";
+    let before = sfn.calls(DESCRIBE);
+    for _ in 0..15 {
+        let view = replica.status("aws-polled").await;
+        assert_eq!(view["executionStatus"], "SUCCEEDED", "{view}");
+    }
+    assert_eq!(
+        sfn.calls(DESCRIBE),
+        before,
+        "status polls asked Step Functions"
+    );
+    for _ in 0..10 {
+        let ready = replica.anonymous(Method::GET, "/readyz", None).await;
+        assert_eq!(ready.status, StatusCode::OK, "{}", ready.text);
+    }
+    assert!(
+        sfn.calls(DESCRIBE) <= before + 1,
+        "ten readiness probes asked Step Functions {} times",
+        sfn.calls(DESCRIBE) - before
+    );
+    let history = replica.history("aws-polled").await;
+    assert_eq!(
+        history.last().map(String::as_str),
+        Some("ExecutionSucceeded")
+    );
+    assert!(sfn.calls("AWSStepFunctions.GetExecutionHistory") > 0);
+    replica.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     let stack = AwsStack::start().await;

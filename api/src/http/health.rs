@@ -9,6 +9,8 @@ use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use store::{OrderId, OrderRepository};
 use utoipa::ToSchema;
 use workflow::{WorkflowError, WorkflowPort};
@@ -87,7 +89,11 @@ pub async fn healthz() -> Json<Health> {
 )]
 #[tracing::instrument(name = "readiness", skip_all)]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    if let Err(unready) = probe(state.ports.orders.as_ref(), state.workflow.as_ref()).await {
+    if let Err(unready) = state
+        .readiness
+        .probe(state.ports.orders.as_ref(), state.workflow.as_ref())
+        .await
+    {
         tracing::warn!(error = %unready.error, "{} not ready", unready.what);
         return Err(Problem::new(
             ProblemKind::NotReady,
@@ -117,19 +123,73 @@ pub struct Unready {
     pub error: String,
 }
 
+/// How long `/readyz` trusts what the workflow service last answered it. Load balancers probe
+/// every few seconds, each replica on its own, and AWS refills `DescribeExecution` at about 15
+/// a second for the whole account (the status polls' quota too): each replica asks at most
+/// once in this long.
+pub const WORKFLOW_PROBE_TTL: Duration = Duration::from_secs(10);
+
+/// `/readyz`'s probe, with the workflow service's answer kept for [`WORKFLOW_PROBE_TTL`] (the
+/// store, whose reads are plentiful, is asked every time).
+#[derive(Default)]
+pub struct Readiness {
+    /// When the workflow service last answered, and whether it was ready.
+    workflow: Mutex<Option<(Instant, Result<(), String>)>>,
+}
+
+impl Readiness {
+    pub async fn probe(
+        &self,
+        orders: &dyn OrderRepository,
+        workflow: &dyn WorkflowPort,
+    ) -> Result<(), Unready> {
+        probe_store(orders).await?;
+        let kept = self
+            .workflow
+            .lock()
+            .expect("the readiness lock")
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < WORKFLOW_PROBE_TTL)
+            .map(|(_, answer)| answer.clone());
+        let answer = match kept {
+            Some(answer) => answer,
+            None => {
+                let answer = probe_workflow(workflow).await.map_err(|u| u.error);
+                *self.workflow.lock().expect("the readiness lock") =
+                    Some((Instant::now(), answer.clone()));
+                answer
+            }
+        };
+        answer.map_err(|error| Unready {
+            what: "the workflow service",
+            error,
+        })
+    }
+}
+
 /// Checks that the store and the workflow service answer: a read of an order no order has, and
-/// a description of its execution, which need not exist. Used by `/readyz` and at start-up.
+/// a description of its execution, which need not exist. Used at start-up (`/readyz` asks the
+/// workflow service less often: [`Readiness`]).
 pub async fn probe(
     orders: &dyn OrderRepository,
     workflow: &dyn WorkflowPort,
 ) -> Result<(), Unready> {
+    probe_store(orders).await?;
+    probe_workflow(workflow).await
+}
+
+async fn probe_store(orders: &dyn OrderRepository) -> Result<(), Unready> {
     let id = OrderId::parse(PROBE_ID).expect("a valid id");
-    if let Err(e) = orders.get(&id).await {
-        return Err(Unready {
+    match orders.get(&id).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Unready {
             what: "the store",
             error: e.to_string(),
-        });
+        }),
     }
+}
+
+async fn probe_workflow(workflow: &dyn WorkflowPort) -> Result<(), Unready> {
     match workflow
         .describe_execution(&workflow.execution_arn(PROBE_ID))
         .await

@@ -94,6 +94,8 @@ pub struct AppState {
     pub limits: HttpLimits,
     /// `Metrics::new()`; served at `/metrics`.
     pub metrics: Metrics,
+    /// `/readyz`'s probe, which asks the workflow service at most once in a while.
+    pub readiness: Arc<health::Readiness>,
 }
 
 /// The header carrying a request's id (set when the client sends none, and echoed back).

@@ -250,8 +250,13 @@ pub struct OrderStatusView {
     pub order_id: String,
     pub status: SagaStatus,
     pub execution_arn: Option<String>,
-    /// The execution's Step Functions status: `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT` or
-    /// `ABORTED` (null while the execution has not started).
+    /// The execution's Step Functions status: `RUNNING`, `SUCCEEDED` or `FAILED` as the order's
+    /// record implies it (the saga writes each status before its step reports, so a final order's
+    /// execution may take a moment more to end); null while the order is `ACCEPTED`. Step
+    /// Functions itself is asked only for a `COMPENSATION_FAILED` order (`FAILED`, or `RUNNING`
+    /// while a redrive runs; `TIMED_OUT` or `ABORTED` for an execution stopped otherwise). An
+    /// execution stopped from outside the service shows `RUNNING` until the repair loop records
+    /// its incident. The history has the execution's own record.
     #[schema(example = "RUNNING")]
     pub execution_status: Option<String>,
     pub requires_approval: bool,
@@ -558,10 +563,48 @@ fn mispriced(lines: &[Mispriced], currency: &str) -> Problem {
     }
 }
 
-/// The execution status, or `None` when the execution does not exist (yet).
-async fn execution_status(state: &AppState, arn: Option<&str>) -> Result<Option<String>, Problem> {
-    let Some(arn) = arn else {
-        return Ok(None);
+/// The execution's status as the order's record implies it, without asking Step Functions:
+/// status polls are the service's most frequent request, and AWS refills `DescribeExecution`
+/// at about 15 a second for the whole account. The saga's steps write each status before they
+/// report: an order moving on has a running execution, a `COMPLETED` one an execution that
+/// succeeds, a `CANCELLED` one an execution that fails (at `OrderCancelled`, or a compensation
+/// an operator resolved by hand). An order just `ACCEPTED` has none to show yet (its execution
+/// is starting; the repair loop starts one a crash left unstarted). The record cannot tell for
+/// an order whose compensation failed, where a redrive may be running it again.
+fn execution_status_of(order: &Order) -> Implied {
+    if order.execution_arn.is_none() {
+        return Implied::Known(None);
+    }
+    Implied::Known(Some(match order.status {
+        OrderStatus::Accepted => return Implied::Known(None),
+        OrderStatus::CompensationFailed => return Implied::Unknown,
+        OrderStatus::Completed => "SUCCEEDED",
+        OrderStatus::Cancelled => "FAILED",
+        OrderStatus::Reserved
+        | OrderStatus::Charged
+        | OrderStatus::AwaitingApproval
+        | OrderStatus::Approved
+        | OrderStatus::Compensating => "RUNNING",
+    }))
+}
+
+/// What an order's record says of its execution's status.
+#[derive(Debug, PartialEq, Eq)]
+enum Implied {
+    Known(Option<&'static str>),
+    /// Only Step Functions knows.
+    Unknown,
+}
+
+/// The execution status: from the order's record ([`execution_status_of`]), and from Step
+/// Functions only where the record cannot tell, for an order whose compensation failed (an
+/// operator's case, polled rarely). `None` when the execution has not started (or does not
+/// exist).
+async fn execution_status(state: &AppState, order: &Order) -> Result<Option<String>, Problem> {
+    let arn = match (execution_status_of(order), order.execution_arn.as_deref()) {
+        (Implied::Known(status), _) => return Ok(status.map(str::to_owned)),
+        (Implied::Unknown, None) => return Ok(None),
+        (Implied::Unknown, Some(arn)) => arn,
     };
     match state.workflow.describe_execution(arn).await {
         Ok(info) => Ok(Some(info.status)),
@@ -626,13 +669,12 @@ pub async fn status(
     PathParam(raw): PathParam,
 ) -> Result<Json<OrderStatusView>, Problem> {
     let order = find_own_order(&state, &raw, &caller).await?;
-    let arn = order.execution_arn.as_deref();
-    if let Some(arn) = arn {
+    if let Some(arn) = order.execution_arn.as_deref() {
         Span::current().record("execution_arn", arn);
     }
     let id = order.id();
     let (execution_status, reservation, payment, shipment) = tokio::join!(
-        execution_status(&state, arn),
+        execution_status(&state, &order),
         state.ports.inventory.reservation(id),
         payment(&state, &order),
         state.ports.shipping.shipment(id),

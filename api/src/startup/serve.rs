@@ -261,6 +261,7 @@ impl Service {
             auth,
             limits: settings.limits.clone(),
             metrics,
+            readiness: Default::default(),
         });
         Ok(Service {
             listener,

@@ -168,6 +168,7 @@ impl App {
             )),
             limits,
             metrics: Metrics::new(),
+            readiness: Default::default(),
         };
         App {
             dir,
@@ -189,6 +190,14 @@ impl App {
             settings: self.state.intake.settings.clone(),
             queue: None,
         });
+        router(state)
+    }
+
+    /// The same service with another workflow port for the HTTP layer (the saga's workers keep
+    /// the real one).
+    pub fn with_workflow(&self, workflow: Arc<dyn workflow::WorkflowPort>) -> Router {
+        let mut state = self.state.clone();
+        state.workflow = workflow;
         router(state)
     }
 
@@ -334,6 +343,9 @@ impl App {
     }
 
     /// Polls until the order's execution has ended, and returns the status body.
+    ///
+    /// The status view reads the execution's status from the order's record, which the last
+    /// step writes just before the execution ends: this also waits for the history to end.
     pub async fn settled(&self, id: &str) -> Value {
         let deadline = Instant::now() + DEADLINE;
         loop {
@@ -341,12 +353,31 @@ impl App {
             if body["executionStatus"]
                 .as_str()
                 .is_some_and(|s| s != "RUNNING")
+                && self.history_ended(id).await
             {
                 return body;
             }
             assert!(Instant::now() < deadline, "{id} never settled: {body}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Whether the order's execution history ends with the execution's end.
+    async fn history_ended(&self, id: &str) -> bool {
+        let history = self
+            .get(&format!("/orders/{id}/history?maxResults=1000"))
+            .await
+            .json();
+        let last = history["events"]
+            .as_array()
+            .and_then(|events| events.last())
+            .map(|e| e["type"].clone());
+        matches!(
+            last.as_ref().and_then(Value::as_str),
+            Some(
+                "ExecutionSucceeded" | "ExecutionFailed" | "ExecutionAborted" | "ExecutionTimedOut"
+            )
+        )
     }
 }
 

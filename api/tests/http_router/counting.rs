@@ -84,3 +84,115 @@ impl PaymentGateway for CountingPayments {
         self.inner.list_refunds(after, limit).await
     }
 }
+
+/// A workflow port that counts the Step Functions reads asked through it (descriptions and
+/// history pages) and passes every call on to the real one.
+pub struct CountingWorkflow {
+    inner: Arc<dyn workflow::WorkflowPort>,
+    describes: AtomicUsize,
+    histories: AtomicUsize,
+}
+
+#[allow(dead_code)] // each test binary uses what it needs
+impl CountingWorkflow {
+    pub fn new(inner: Arc<dyn workflow::WorkflowPort>) -> CountingWorkflow {
+        CountingWorkflow {
+            inner,
+            describes: AtomicUsize::new(0),
+            histories: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many times `describe_execution` was called.
+    pub fn describes(&self) -> usize {
+        self.describes.load(Ordering::SeqCst)
+    }
+
+    /// How many history pages were asked for.
+    pub fn histories(&self) -> usize {
+        self.histories.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl workflow::WorkflowPort for CountingWorkflow {
+    fn execution_arn(&self, name: &str) -> String {
+        self.inner.execution_arn(name)
+    }
+
+    async fn start_execution(
+        &self,
+        name: &str,
+        input: &serde_json::Value,
+    ) -> Result<workflow::StartedExecution, workflow::WorkflowError> {
+        self.inner.start_execution(name, input).await
+    }
+
+    async fn describe_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<workflow::ExecutionInfo, workflow::WorkflowError> {
+        self.describes.fetch_add(1, Ordering::SeqCst);
+        self.inner.describe_execution(execution_arn).await
+    }
+
+    async fn get_execution_history(
+        &self,
+        execution_arn: &str,
+        next_token: Option<String>,
+        max_results: u32,
+    ) -> Result<workflow::HistoryPage, workflow::WorkflowError> {
+        self.histories.fetch_add(1, Ordering::SeqCst);
+        self.inner
+            .get_execution_history(execution_arn, next_token, max_results)
+            .await
+    }
+
+    async fn stop_execution(
+        &self,
+        execution_arn: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), workflow::WorkflowError> {
+        self.inner.stop_execution(execution_arn, error, cause).await
+    }
+
+    async fn redrive_execution(
+        &self,
+        execution_arn: &str,
+    ) -> Result<workflow::RedriveOutcome, workflow::WorkflowError> {
+        self.inner.redrive_execution(execution_arn).await
+    }
+
+    async fn get_activity_task(
+        &self,
+        activity_arn: &str,
+        worker_name: &str,
+        wait: std::time::Duration,
+    ) -> Result<Option<workflow::TaskHandle>, workflow::WorkflowError> {
+        self.inner
+            .get_activity_task(activity_arn, worker_name, wait)
+            .await
+    }
+
+    async fn send_task_success(
+        &self,
+        task_token: &str,
+        output: &serde_json::Value,
+    ) -> Result<(), workflow::WorkflowError> {
+        self.inner.send_task_success(task_token, output).await
+    }
+
+    async fn send_task_failure(
+        &self,
+        task_token: &str,
+        error: &str,
+        cause: &str,
+    ) -> Result<(), workflow::WorkflowError> {
+        self.inner.send_task_failure(task_token, error, cause).await
+    }
+
+    async fn send_task_heartbeat(&self, task_token: &str) -> Result<(), workflow::WorkflowError> {
+        self.inner.send_task_heartbeat(task_token).await
+    }
+}

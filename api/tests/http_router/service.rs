@@ -18,6 +18,21 @@ async fn readyz_is_200_when_store_and_workflow_answer() {
     assert_eq!(r.json()["status"], "ready");
 }
 
+/// Load balancers probe every few seconds on every replica: `/readyz` asks the workflow
+/// service at most once per `WORKFLOW_PROBE_TTL` (the store every time).
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_asks_the_workflow_service_at_most_once_in_a_while() {
+    let app = App::start().await;
+    let workflow = Arc::new(CountingWorkflow::new(app.state.workflow.clone()));
+    let router = app.with_workflow(workflow.clone());
+    for _ in 0..10 {
+        let request = Request::get("/readyz").body(Body::empty()).unwrap();
+        let r = send(&router, request).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    }
+    assert_eq!(workflow.describes(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_count_requests_and_outcomes_and_never_show_the_token() {
     let app = App::start().await;

@@ -237,3 +237,71 @@ async fn integer_query_parameters_may_have_a_zero_fraction() {
         .problem(400, "invalid-request");
     assert_eq!(body["errors"][0]["field"], "limit");
 }
+
+/// Status polls are answered from the order's record: polls of an order on its way, of a
+/// completed one and of a cancelled one ask Step Functions nothing (AWS refills
+/// `DescribeExecution` at about 15 a second for a whole account). Only an order whose
+/// compensation failed asks it (a redrive may be running it), and the history reads it.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_polls_ask_step_functions_nothing() {
+    let app = App::start().await;
+    app.stock("book", 5, 2_500).await;
+    app.stock("piano", 1, 250_000).await;
+    app.post("/orders", &small("o-40", "book")).await;
+    app.post("/orders", &large("o-41", "piano")).await;
+    app.settled("o-40").await;
+    app.reaches("o-41", "AWAITING_APPROVAL").await;
+    let workflow = Arc::new(CountingWorkflow::new(app.state.workflow.clone()));
+    let router = app.with_workflow(workflow.clone());
+    let get = |path: String| {
+        let request = app.as_client(Request::get(path).body(Body::empty()).unwrap());
+        let router = router.clone();
+        async move { send(&router, request).await }
+    };
+    for _ in 0..10 {
+        let done = get("/orders/o-40/status".to_owned()).await;
+        assert_eq!(done.status, StatusCode::OK, "{}", done.text());
+        assert_eq!(
+            (
+                done.json()["status"].clone(),
+                done.json()["executionStatus"].clone()
+            ),
+            (json!("COMPLETED"), json!("SUCCEEDED"))
+        );
+        let waiting = get("/orders/o-41/status".to_owned()).await.json();
+        assert_eq!(
+            (
+                waiting["status"].clone(),
+                waiting["executionStatus"].clone()
+            ),
+            (json!("AWAITING_APPROVAL"), json!("RUNNING"))
+        );
+    }
+    assert_eq!(
+        workflow.describes(),
+        0,
+        "a status poll asked Step Functions"
+    );
+
+    // Rejected: cancelled, and its status still from the record.
+    let rejected = app.decide("o-41", "reject").await;
+    assert_eq!(rejected.status, StatusCode::OK, "{}", rejected.text());
+    app.settled("o-41").await;
+    let cancelled = get("/orders/o-41/status".to_owned()).await.json();
+    assert_eq!(
+        (
+            cancelled["status"].clone(),
+            cancelled["executionStatus"].clone()
+        ),
+        (json!("CANCELLED"), json!("FAILED"))
+    );
+    assert_eq!(
+        workflow.describes(),
+        0,
+        "a status poll asked Step Functions"
+    );
+    // The history is the execution's own record: it is read there.
+    let history = get("/orders/o-40/history".to_owned()).await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.text());
+    assert!(workflow.histories() > 0);
+}
