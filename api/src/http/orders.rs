@@ -569,43 +569,31 @@ fn mispriced(lines: &[Mispriced], currency: &str) -> Problem {
 /// report: an order moving on has a running execution, a `COMPLETED` one an execution that
 /// succeeds, a `CANCELLED` one an execution that fails (at `OrderCancelled`, or a compensation
 /// an operator resolved by hand). An order just `ACCEPTED` has none to show yet (its execution
-/// is starting; the repair loop starts one a crash left unstarted). The record cannot tell for
-/// an order whose compensation failed, where a redrive may be running it again.
-fn execution_status_of(order: &Order) -> Implied {
-    if order.execution_arn.is_none() {
-        return Implied::Known(None);
-    }
-    Implied::Known(Some(match order.status {
-        OrderStatus::Accepted => return Implied::Known(None),
-        OrderStatus::CompensationFailed => return Implied::Unknown,
-        OrderStatus::Completed => "SUCCEEDED",
-        OrderStatus::Cancelled => "FAILED",
+/// is starting; the repair loop starts one a crash left unstarted). Not asked of an order whose
+/// compensation failed, where a redrive may be running it again: only Step Functions knows.
+fn implied_execution_status(status: OrderStatus) -> Option<&'static str> {
+    match status {
+        OrderStatus::Accepted | OrderStatus::CompensationFailed => None,
+        OrderStatus::Completed => Some("SUCCEEDED"),
+        OrderStatus::Cancelled => Some("FAILED"),
         OrderStatus::Reserved
         | OrderStatus::Charged
         | OrderStatus::AwaitingApproval
         | OrderStatus::Approved
-        | OrderStatus::Compensating => "RUNNING",
-    }))
+        | OrderStatus::Compensating => Some("RUNNING"),
+    }
 }
 
-/// What an order's record says of its execution's status.
-#[derive(Debug, PartialEq, Eq)]
-enum Implied {
-    Known(Option<&'static str>),
-    /// Only Step Functions knows.
-    Unknown,
-}
-
-/// The execution status: from the order's record ([`execution_status_of`]), and from Step
-/// Functions only where the record cannot tell, for an order whose compensation failed (an
-/// operator's case, polled rarely). `None` when the execution has not started (or does not
-/// exist).
+/// The execution status: from the order's record ([`implied_execution_status`]), and from Step
+/// Functions only for an order whose compensation failed (an operator's case, polled rarely).
+/// `None` when the execution has not started (or does not exist).
 async fn execution_status(state: &AppState, order: &Order) -> Result<Option<String>, Problem> {
-    let arn = match (execution_status_of(order), order.execution_arn.as_deref()) {
-        (Implied::Known(status), _) => return Ok(status.map(str::to_owned)),
-        (Implied::Unknown, None) => return Ok(None),
-        (Implied::Unknown, Some(arn)) => arn,
+    let Some(arn) = order.execution_arn.as_deref() else {
+        return Ok(None);
     };
+    if order.status != OrderStatus::CompensationFailed {
+        return Ok(implied_execution_status(order.status).map(str::to_owned));
+    }
     match state.workflow.describe_execution(arn).await {
         Ok(info) => Ok(Some(info.status)),
         Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(None),

@@ -66,8 +66,7 @@ struct Ledger {
     next_id: u64,
     fail_next: usize,
     delay: Option<Duration>,
-    search_lags: bool,
-    /// How long after its creation an intent shows in search results.
+    /// How long after its creation an intent shows in search results (`Duration::MAX`: never).
     search_lag: Duration,
     /// When each intent (by id) was created.
     created: HashMap<String, Instant>,
@@ -124,7 +123,11 @@ impl FakeStripe {
     /// While on, search sees no intent, as Stripe's (eventually consistent, up to a minute
     /// behind) does right after a charge; retrieving an intent by id still finds it.
     pub fn search_lags(&self, lagging: bool) {
-        self.ledger().search_lags = lagging;
+        self.ledger().search_lag = if lagging {
+            Duration::MAX
+        } else {
+            Duration::ZERO
+        };
     }
 
     /// Intents show in search results only this long after their creation, as in Stripe's
@@ -150,7 +153,7 @@ impl FakeStripe {
         self.ledger().in_flight.len()
     }
 
-    /// Refunds of the order: how many, and of how many distinct payment intents.
+    /// How many distinct payment intents of the order were refunded.
     pub fn refunded_intents_of(&self, order_id: &str) -> usize {
         let l = self.ledger();
         let intents: HashSet<String> = l
@@ -537,7 +540,6 @@ async fn search_intents(
         l.intents
             .iter()
             .rev()
-            .filter(|_| !l.search_lags)
             .filter(|i| {
                 let created = i["id"].as_str().and_then(|id| l.created.get(id));
                 created.is_none_or(|at| at.elapsed() >= l.search_lag)
