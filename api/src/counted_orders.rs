@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use store::{
-    Charge, Created, Decided, Decision, Failure, Incident, IncidentCursor, NewOrder,
-    OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval, Refund,
-    Resolved, StoreError,
+    Charge, Created, Decided, Decision, Expiry, Failure, Incident, NewOrder, OperatorAction, Order,
+    OrderId, OrderRepository, OrderStatus, Page, PendingApproval, QueueCursor, Refund, Resolved,
+    StoreError,
 };
 
 pub struct CountedOrders {
@@ -70,8 +70,11 @@ impl OrderRepository for CountedOrders {
         id: &OrderId,
         task_token: &str,
         at: DateTime<Utc>,
+        deadline: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError> {
-        self.orders.park_approval(id, task_token, at).await
+        self.orders
+            .park_approval(id, task_token, at, deadline)
+            .await
     }
 
     async fn decide(
@@ -85,8 +88,24 @@ impl OrderRepository for CountedOrders {
         self.orders.decide(id, decision, by, reason, at).await
     }
 
-    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
-        self.orders.pending_approvals(limit).await
+    async fn expire_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+        failure: Failure,
+    ) -> Result<Expiry, StoreError> {
+        self.orders
+            .expire_approval(id, task_token, at, failure)
+            .await
+    }
+
+    async fn pending_approvals(
+        &self,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        self.orders.pending_approvals(after, limit).await
     }
 
     /// Counts the order as ended `COMPENSATION_FAILED` (again, when a redriven compensation
@@ -122,7 +141,7 @@ impl OrderRepository for CountedOrders {
 
     async fn open_incidents(
         &self,
-        after: Option<&IncidentCursor>,
+        after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
         self.orders.open_incidents(after, limit).await

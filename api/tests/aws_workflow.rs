@@ -80,8 +80,9 @@ fn order(id: &str, requires_approval: bool) -> Value {
         "amountCents": 4200,
         "currency": "EUR",
         "requiresApproval": requires_approval,
-        "approvalTimeoutSeconds": 3600,
+        "approvalTimeoutSeconds": 3720,
         "approvalHeartbeatSeconds": 60,
+        "approvalWindowSeconds": 3600,
     })
 }
 

@@ -77,8 +77,8 @@ async fn large_order_waits_for_approval_then_completes() {
     assert!(order.new.requires_approval);
     let parked = saga.reaches("o-large", OrderStatus::AwaitingApproval).await;
     assert!(parked.approval.as_ref().unwrap().task_token.is_some());
-    let pending = saga.ports.orders.pending_approvals(10).await.unwrap();
-    assert_eq!(pending.len(), 1);
+    let pending = saga.ports.orders.pending_approvals(None, 10).await.unwrap();
+    assert_eq!(pending.items.len(), 1);
 
     let result = decide(
         saga.ports.orders.as_ref(),
@@ -245,92 +245,184 @@ async fn rejected_approval_refunds_and_releases() {
     assert_eq!(saga.level("piano").await, (1, 0, 0));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn expired_approval_window_refunds_and_releases() {
-    let settings = SagaSettings {
-        approval_timeout: Duration::from_secs(2),
+/// A window of `window` seconds whose lapsed heartbeats are noticed within a second.
+fn short_window(window: u64) -> SagaSettings {
+    SagaSettings {
+        approval_timeout: Duration::from_secs(window),
+        approval_heartbeat: Duration::from_secs(1),
         ..SagaSettings::default()
-    };
-    let saga = Saga::start(settings).await;
-    saga.stock("piano", 1).await;
-    let order = saga.place(large("o-expired", "piano")).await;
-    let done = saga.finished(&order).await;
-    assert_eq!(done.status, ExecutionStatus::Failed);
-    assert_eq!(done.error.as_deref(), Some("States.Timeout"), "{done:?}");
-    assert_eq!(
-        done.cause.as_deref(),
-        Some("the approval window closed before an operator's decision took effect"),
-        "{done:?}"
-    );
-    assert_eq!(saga.order("o-expired").await.status, OrderStatus::Cancelled);
-    assert!(refunded(&saga, "o-expired").await);
-    assert_eq!(saga.level("piano").await, (1, 0, 0));
-    let late = decide(
+    }
+}
+
+/// The deadline fixed on the order when its approval was first parked.
+fn deadline_of(order: &store::Order) -> chrono::DateTime<chrono::Utc> {
+    order
+        .approval
+        .as_ref()
+        .and_then(|a| a.deadline)
+        .expect("a deadline")
+}
+
+async fn decide_now(saga: &Saga, id: &str, decision: Decision) -> DecisionResult {
+    decide(
         saga.ports.orders.as_ref(),
         saga.workflow.as_ref(),
-        order.id(),
-        Decision::Approve,
+        &store::OrderId::parse(id).unwrap(),
+        decision,
         "ops",
         None,
     )
     .await
-    .unwrap();
-    assert!(matches!(late, DecisionResult::NotAwaiting(_)), "{late:?}");
+    .unwrap()
 }
 
-/// The window closes between an operator's read of the order and the decision's answer to the
-/// workflow: the decision is recorded, but the token is dead and the state timed out, so it
-/// took no effect, and neither do the same decision again or the other one.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_decision_that_reaches_a_closed_approval_window_takes_no_effect() {
-    let settings = SagaSettings {
-        approval_timeout: Duration::from_secs(2),
-        ..SagaSettings::default()
-    };
-    let mut saga = Saga::start(settings).await;
-    saga.stock("piano", 1).await;
-    let order = saga.place(large("o-too-late", "piano")).await;
-    saga.reaches("o-too-late", OrderStatus::AwaitingApproval)
-        .await;
-    // Without workers nothing compensates yet: the order still looks parked when the window
-    // closes, as it does for a moment with them.
-    saga.stop_workers().await;
-    let deadline = std::time::Instant::now() + harness::DEADLINE;
-    while !saga
-        .event_types(&order)
+/// How many times the approval's task was re-issued after its heartbeat lapsed.
+async fn lapses(saga: &Saga, order: &store::Order) -> usize {
+    saga.event_types(order)
         .await
         .iter()
-        .any(|e| e == "ActivityTimedOut")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the window never closed"
-        );
+        .filter(|e| *e == "ActivityTimedOut")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expired_approval_window_refunds_and_releases() {
+    let saga = Saga::start(short_window(2)).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-expired", "piano")).await;
+    let parked = saga
+        .reaches("o-expired", OrderStatus::AwaitingApproval)
+        .await;
+    let deadline = deadline_of(&parked);
+    let done = saga.finished(&order).await;
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    // The keeper closed the window, with our error and the deadline in the cause.
+    assert_eq!(
+        done.error.as_deref(),
+        Some("Order.ApprovalExpired"),
+        "{done:?}"
+    );
+    let cause = done.cause.clone().unwrap();
+    let stamp = deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    assert!(cause.contains(&stamp), "{cause} names {stamp}");
+    let after = saga.order("o-expired").await;
+    assert_eq!(after.status, OrderStatus::Cancelled);
+    assert_eq!(
+        after.failure.as_ref().unwrap().error,
+        "Order.ApprovalExpired"
+    );
+    assert!(refunded(&saga, "o-expired").await);
+    assert_eq!(saga.level("piano").await, (1, 0, 0));
+    let late = decide_now(&saga, "o-expired", Decision::Approve).await;
+    assert!(matches!(late, DecisionResult::Expired(_)), "{late:?}");
+}
+
+/// The deadline passes while nothing runs (workers and keeper stopped): a decision after it
+/// takes no effect, whatever it is and however often; the keeper closes the window when it
+/// runs again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_after_the_deadline_takes_no_effect() {
+    let mut saga = Saga::start(short_window(2)).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-too-late", "piano")).await;
+    let parked = saga
+        .reaches("o-too-late", OrderStatus::AwaitingApproval)
+        .await;
+    saga.stop_workers().await;
+    let deadline = deadline_of(&parked);
+    while chrono::Utc::now() <= deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for decision in [Decision::Approve, Decision::Approve, Decision::Reject] {
-        let late = decide(
-            saga.ports.orders.as_ref(),
-            saga.workflow.as_ref(),
-            order.id(),
-            decision,
-            "ops",
-            None,
-        )
-        .await
-        .unwrap();
+        let late = decide_now(&saga, "o-too-late", decision).await;
         assert!(matches!(late, DecisionResult::Expired(_)), "{late:?}");
     }
+    let unchanged = saga.order("o-too-late").await;
+    assert_eq!(unchanged.approval.as_ref().unwrap().decision, None);
 
     saga.start_workers();
     let done = saga.finished(&order).await;
-    assert_eq!(done.error.as_deref(), Some("States.Timeout"), "{done:?}");
+    assert_eq!(
+        done.error.as_deref(),
+        Some("Order.ApprovalExpired"),
+        "{done:?}"
+    );
     assert_eq!(
         saga.order("o-too-late").await.status,
         OrderStatus::Cancelled
     );
     assert!(refunded(&saga, "o-too-late").await);
     assert_eq!(saga.level("piano").await, (1, 0, 0));
+}
+
+/// A crash (here: workers and keeper stopped) lets the parked token's heartbeat lapse. A
+/// decision made before the deadline on that dead token is recorded and takes effect: the
+/// re-issued task answers from it, and the order ships.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_on_a_token_lost_in_a_crash_takes_effect_through_the_reissued_task() {
+    let mut saga = Saga::start(short_window(600)).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-lost", "piano")).await;
+    saga.reaches("o-lost", OrderStatus::AwaitingApproval).await;
+    saga.stop_workers().await;
+    let deadline = std::time::Instant::now() + harness::DEADLINE;
+    while lapses(&saga, &order).await == 0 {
+        assert!(std::time::Instant::now() < deadline, "never lapsed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let decided = decide_now(&saga, "o-lost", Decision::Approve).await;
+    assert!(matches!(decided, DecisionResult::Applied(_)), "{decided:?}");
+    saga.start_workers();
+    let done = saga.finished(&order).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
+    assert_eq!(saga.order("o-lost").await.status, OrderStatus::Completed);
+    assert_eq!(saga.level("piano").await, (0, 0, 1));
+}
+
+/// Restarts, each long enough for the parked token's heartbeat to lapse, more of them than
+/// the approval's retries once allowed (10): the task is re-issued each time, the deadline
+/// stays where the first park put it, and an approval made after them all ships the order.
+#[tokio::test(flavor = "multi_thread")]
+async fn restarts_never_move_the_window_nor_use_up_its_retries() {
+    let mut saga = Saga::start(short_window(600)).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-restarts", "piano")).await;
+    let first = saga
+        .reaches("o-restarts", OrderStatus::AwaitingApproval)
+        .await;
+    let deadline = deadline_of(&first);
+    let mut token = first.approval.as_ref().unwrap().task_token.clone();
+    for restart in 1..=11 {
+        saga.stop_workers().await;
+        let until = std::time::Instant::now() + harness::DEADLINE;
+        while lapses(&saga, &order).await < restart {
+            assert!(std::time::Instant::now() < until, "restart {restart}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        saga.start_workers();
+        // The re-issued task parks its fresh token; the window stays as it was.
+        let until = std::time::Instant::now() + harness::DEADLINE;
+        let reparked = loop {
+            let now = saga.order("o-restarts").await;
+            let parked = now.approval.as_ref().unwrap().task_token.clone();
+            if parked != token {
+                break now;
+            }
+            assert!(std::time::Instant::now() < until, "restart {restart}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(deadline_of(&reparked), deadline, "restart {restart}");
+        assert_eq!(reparked.status, OrderStatus::AwaitingApproval);
+        token = reparked.approval.as_ref().unwrap().task_token.clone();
+    }
+    let decided = decide_now(&saga, "o-restarts", Decision::Approve).await;
+    assert!(matches!(decided, DecisionResult::Applied(_)), "{decided:?}");
+    let done = saga.finished(&order).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{done:?}");
+    assert_eq!(
+        saga.order("o-restarts").await.status,
+        OrderStatus::Completed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

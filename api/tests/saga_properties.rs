@@ -128,9 +128,9 @@ fn spawn_operator(
     tokio::spawn(async move {
         let mut applied = 0;
         loop {
-            match orders.pending_approvals(100).await {
+            match orders.pending_approvals(None, 100).await {
                 Ok(pending) => {
-                    for p in pending {
+                    for p in pending.items {
                         let approve = *decisions
                             .get(p.order_id.as_str())
                             .unwrap_or_else(|| panic!("{} was not planned large", p.order_id));

@@ -214,6 +214,11 @@ pub enum Decision {
 #[serde(rename_all = "camelCase")]
 pub struct Approval {
     pub requested_at: DateTime<Utc>,
+    /// When the approval window closes, fixed when the token is first parked: a decision must
+    /// be recorded before it. `None` for approvals parked before windows were fixed (their
+    /// state's own timeout closes them).
+    #[serde(default)]
+    pub deadline: Option<DateTime<Utc>>,
     /// The task token the AwaitApproval step parked; `None` once decided.
     pub task_token: Option<String>,
     pub decision: Option<Decision>,

@@ -93,6 +93,19 @@ pub enum Decided {
     Conflict(Order),
     /// The order is not awaiting approval (never needed it, not there yet, or already over).
     NotAwaiting(Order),
+    /// The approval window closed (its deadline passed) before a decision: nothing changed.
+    Expired(Order),
+}
+
+/// What [`OrderRepository::expire_approval`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expiry {
+    /// The order's window closed now: it is `COMPENSATING` with the failure given, its token
+    /// cleared. The caller fails that token.
+    Expired(Order),
+    /// Nothing changed: a decision was recorded, another token parked, the deadline is ahead,
+    /// or the order is no longer awaiting approval.
+    Kept(Order),
 }
 
 /// How an operator's decision applies to an order as it stands: the rule every adapter follows,
@@ -106,7 +119,8 @@ pub(crate) enum DecisionPlan {
 }
 
 impl DecisionPlan {
-    pub(crate) fn new(order: Order, decision: Decision) -> DecisionPlan {
+    /// The plan for `decision`, made `at`.
+    pub(crate) fn new(order: Order, decision: Decision, at: DateTime<Utc>) -> DecisionPlan {
         let approval = order.approval.as_ref();
         if let Some(previous) = approval.and_then(|a| a.decision) {
             return DecisionPlan::Answer(Box::new(if previous == decision {
@@ -114,6 +128,11 @@ impl DecisionPlan {
             } else {
                 Decided::Conflict(order)
             }));
+        }
+        // The window is the one fixed when the token was first parked: a decision after its
+        // deadline takes no effect, whatever became of the token.
+        if approval.and_then(|a| a.deadline).is_some_and(|d| at >= d) {
+            return DecisionPlan::Answer(Box::new(Decided::Expired(order)));
         }
         let token = match approval.and_then(|a| a.task_token.clone()) {
             Some(token) if order.status == OrderStatus::AwaitingApproval => token,
@@ -148,6 +167,8 @@ pub struct PendingApproval {
     pub amount_cents: u64,
     pub currency: String,
     pub requested_at: DateTime<Utc>,
+    /// When the approval window closes (`None` for an approval parked before windows had one).
+    pub deadline: Option<DateTime<Utc>>,
     pub task_token: String,
 }
 
@@ -205,12 +226,14 @@ pub trait OrderRepository: Send + Sync {
 
     /// Parks an approval task token on the order and moves it to `AWAITING_APPROVAL`. A newer
     /// token (the engine re-issued the task) replaces an older one while no decision is made.
-    /// `requested_at` is kept from the first park. Returns the order afterwards.
+    /// `requested_at` and `deadline` (when the approval window closes) are kept from the first
+    /// park: a re-issued task never moves the window. Returns the order afterwards.
     async fn park_approval(
         &self,
         id: &OrderId,
         task_token: &str,
         at: DateTime<Utc>,
+        deadline: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError>;
 
     /// Records an operator's decision once (conditionally), with who and when.
@@ -223,8 +246,25 @@ pub trait OrderRepository: Send + Sync {
         at: DateTime<Utc>,
     ) -> Result<Decided, StoreError>;
 
-    /// Orders awaiting a decision with a parked token, oldest request first.
-    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError>;
+    /// Closes the approval window of an order whose deadline is at or before `at`, if no
+    /// decision was recorded and `task_token` is the one parked: the order moves to
+    /// `COMPENSATING` with `failure`, and its token is cleared (it leaves the queue). The
+    /// conditions are checked in the write, so of a decision and an expiry racing, one wins.
+    async fn expire_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+        failure: Failure,
+    ) -> Result<Expiry, StoreError>;
+
+    /// Orders awaiting a decision with a parked token, oldest request first, a page of at most
+    /// `limit` at a time after the cursor `after` (see [`Page`]).
+    async fn pending_approvals(
+        &self,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError>;
 
     /// Records that a compensation gave up: the order moves to `COMPENSATION_FAILED` with the
     /// incident (and `failure`, when none is recorded yet). An incident already open keeps its
@@ -258,7 +298,7 @@ pub trait OrderRepository: Send + Sync {
     /// at a time after the cursor `after` (see [`Page`]).
     async fn open_incidents(
         &self,
-        after: Option<&IncidentCursor>,
+        after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError>;
 
@@ -277,46 +317,55 @@ pub enum Resolved {
     NotOpen(Order),
 }
 
-/// The cursor of an incidents page: the last order's incident time and id. Times are stored
-/// as fixed-width RFC 3339 text, so the pair orders as the page does. As text (a page's
-/// `next`), `{since}|{orderId}`.
+/// The cursor of a page of a queue of orders kept in time order (open incidents by their
+/// `since`, pending approvals by their `requested_at`): the last order's time and id. Times are
+/// stored as fixed-width RFC 3339 text, so the pair orders as the page does. As text (a page's
+/// `next`), `{at}|{orderId}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncidentCursor {
-    pub since: String,
+pub struct QueueCursor {
+    pub at: String,
     pub order_id: OrderId,
 }
 
-impl IncidentCursor {
-    /// The cursor after `order` (which has an open incident).
-    pub fn after(order: &Order) -> IncidentCursor {
+impl QueueCursor {
+    /// The cursor after `order` in the incidents' queue (it has an open incident).
+    pub fn after_incident(order: &Order) -> QueueCursor {
         let since = order
             .incident
             .as_ref()
             .map_or(order.updated_at, |i| i.since);
-        IncidentCursor {
-            since: crate::timestamp(since),
+        QueueCursor {
+            at: crate::timestamp(since),
             order_id: order.id().clone(),
         }
     }
 
-    /// `None` for text that is no cursor: `{since}|{orderId}`, `since` of a stored time's
-    /// characters (a cursor is a position: one of the right shape that no page gave is harmless).
-    pub fn parse(text: &str) -> Option<IncidentCursor> {
-        let (since, id) = text.split_once('|')?;
+    /// The cursor after `pending` in the approvals' queue.
+    pub fn after_approval(pending: &PendingApproval) -> QueueCursor {
+        QueueCursor {
+            at: crate::timestamp(pending.requested_at),
+            order_id: pending.order_id.clone(),
+        }
+    }
+
+    /// `None` for text that is no cursor: `{at}|{orderId}`, `at` of a stored time's characters
+    /// (a cursor is a position: one of the right shape that no page gave is harmless).
+    pub fn parse(text: &str) -> Option<QueueCursor> {
+        let (at, id) = text.split_once('|')?;
         let time_chars = |c: char| c.is_ascii_digit() || "T:.Z-".contains(c);
-        if since.is_empty() || since.len() > 40 || !since.chars().all(time_chars) {
+        if at.is_empty() || at.len() > 40 || !at.chars().all(time_chars) {
             return None;
         }
-        Some(IncidentCursor {
-            since: since.to_owned(),
+        Some(QueueCursor {
+            at: at.to_owned(),
             order_id: OrderId::parse(id).ok()?,
         })
     }
 }
 
-impl std::fmt::Display for IncidentCursor {
+impl std::fmt::Display for QueueCursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}|{}", self.since, self.order_id)
+        write!(f, "{}|{}", self.at, self.order_id)
     }
 }
 

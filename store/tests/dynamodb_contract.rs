@@ -268,7 +268,10 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
     let (parked, decided, timed_out) = (order_id("p"), order_id("d"), order_id("t"));
     for id in [&parked, &decided, &timed_out] {
         store.create(new_order(id)).await.expect("create");
-        store.park_approval(id, "token", now()).await.expect("park");
+        store
+            .park_approval(id, "token", now(), None)
+            .await
+            .expect("park");
     }
     store
         .create(new_order(&order_id("never")))
@@ -287,7 +290,11 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
         .await
         .expect("time out");
     assert_eq!(indexed(&client, &store).await, [format!("ORDER#{parked}")]);
-    let pending = store.pending_approvals(10).await.expect("pending");
+    let pending = store
+        .pending_approvals(None, 10)
+        .await
+        .expect("pending")
+        .items;
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].order_id, parked);
     // What stays on a decided order is the record of the approval, not the queue.

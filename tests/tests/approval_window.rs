@@ -1,8 +1,9 @@
 //! An operator's decision racing the end of the approval window, against the real binary: every
 //! order ends as the answer to its decision said. A decision answered 200 took effect (an
 //! approval ships, a rejection cancels with `Order.Rejected`); one answered 409
-//! `approval-expired` did not, and the order is cancelled with `States.Timeout`. Never a 200 on
-//! an order the window then cancels.
+//! `approval-expired` did not, and the order is cancelled with `Order.ApprovalExpired` (the
+//! keeper closed the window at the deadline fixed when it opened). Never a 200 on an order the
+//! window then cancels.
 
 use blackbox::{Db, Server, TOKEN, order, serve_command};
 use chrono::{DateTime, Utc};
@@ -22,7 +23,14 @@ const ORDERS: u32 = 20;
 async fn a_decision_racing_the_approval_window_is_answered_as_it_ends() {
     let db = Db::new();
     let mut cmd = serve_command(&db);
-    cmd.args(["--operator-token", TOKEN, "--approval-timeout", "2s"]);
+    cmd.args([
+        "--operator-token",
+        TOKEN,
+        "--approval-timeout",
+        "2s",
+        "--approval-heartbeat",
+        "1s",
+    ]);
     let server = Arc::new(Server::spawn(cmd));
     server.stock("piano", u64::from(ORDERS), 450_000).await;
 
@@ -34,16 +42,24 @@ async fn a_decision_racing_the_approval_window_is_answered_as_it_ends() {
         assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     }
 
-    // Each order's deadline is its approval request plus the window (the engine's clock starts
-    // a moment earlier, when it schedules the task). Decisions go out around it.
+    // Each order's deadline is fixed on it when its approval is first requested: the request
+    // plus the window. Decisions go out around it.
     let mut decisions = Vec::new();
     for (i, id) in ids.iter().enumerate() {
         let waiting = server.reaches(id, "AWAITING_APPROVAL").await;
-        let requested: DateTime<Utc> = waiting["approval"]["requestedAt"]
-            .as_str()
-            .and_then(|t| t.parse().ok())
-            .unwrap_or_else(|| panic!("an approval request time: {waiting}"));
-        let at = requested + WINDOW - EARLIEST + STEP * i as u32;
+        let time = |field: &str| -> DateTime<Utc> {
+            waiting["approval"][field]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("an approval {field}: {waiting}"))
+        };
+        let deadline = time("deadline");
+        assert_eq!(
+            (deadline - time("requestedAt")).to_std().ok(),
+            Some(WINDOW),
+            "{waiting}"
+        );
+        let at = deadline - EARLIEST + STEP * i as u32;
         let decision = if i % 2 == 0 { "approve" } else { "reject" };
         let (server, id) = (server.clone(), id.clone());
         decisions.push(tokio::spawn(async move {
@@ -72,9 +88,11 @@ async fn a_decision_racing_the_approval_window_is_answered_as_it_ends() {
             (StatusCode::CONFLICT, Some("approval-expired")) => {
                 expired += 1;
                 end["status"] == "CANCELLED"
-                    && failure == "States.Timeout"
+                    && failure == "Order.ApprovalExpired"
                     && end["failure"]["cause"]
-                        == "the approval window closed before an operator's decision took effect"
+                        .as_str()
+                        .is_some_and(|c| c.starts_with("the approval window closed at "))
+                    && end["approval"]["decision"].is_null()
             }
             _ => false,
         };

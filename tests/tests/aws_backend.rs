@@ -15,8 +15,9 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
     let a = stack.replica(&[]);
     let b = stack.replica(&[]);
     // Orders placed here get a two-second approval window (it travels in the execution's
-    // input, so whichever replica works the task honours it).
-    let hasty = stack.replica(&["--approval-timeout", "2s"]);
+    // input, and its deadline is fixed on the order, so whichever replica works the task or
+    // keeps the approvals honours it).
+    let hasty = stack.replica(&["--approval-timeout", "2s", "--approval-heartbeat", "1s"]);
 
     tokio::join!(
         small_order_completes(&stack, &a, &b),
@@ -229,13 +230,14 @@ async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server
     assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
     let cancelled = b.reaches("aws-expired", "CANCELLED").await;
     assert_eq!(
-        cancelled["failure"]["error"], "States.Timeout",
-        "{cancelled}"
+        cancelled["failure"]["error"], "Order.ApprovalExpired",
+        "a keeper closed the window: {cancelled}"
     );
-    assert_eq!(
-        cancelled["failure"]["cause"],
-        "the approval window closed before an operator's decision took effect",
-        "the cause says which timeout: {cancelled}"
+    let deadline = cancelled["approval"]["deadline"].as_str().unwrap();
+    let cause = cancelled["failure"]["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with("the approval window closed at ") && deadline.starts_with(&cause[30..49]),
+        "the cause names the deadline {deadline}: {cancelled}"
     );
     assert_eq!(stack.stripe.refunds_of("aws-expired"), 1);
     assert_eq!(

@@ -419,6 +419,31 @@ fn the_aws_backend_without_its_settings_fails_fast_naming_them() {
     }
 }
 
+/// As AWS would refuse the task: an approval heartbeat not shorter than the window, or one so
+/// short that its lapses could use up the approval's retries within the window.
+#[test]
+fn an_approval_window_that_could_not_hold_is_refused_at_start() {
+    let db = Db::new();
+    for (args, says) in [
+        (
+            &["--approval-timeout", "60s", "--approval-heartbeat", "60s"][..],
+            "must be shorter than the approval window",
+        ),
+        (
+            &["--approval-timeout", "30d", "--approval-heartbeat", "5s"][..],
+            "raise --approval-heartbeat",
+        ),
+    ] {
+        let mut cmd = serve_command(&db);
+        cmd.args(["--operator-token", TOKEN]).args(args);
+        let output = cmd.output().expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!db.path().exists(), "nothing was created");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_service_on_the_same_database_is_refused_and_the_first_goes_on() {
     let db = Db::new();

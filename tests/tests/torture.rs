@@ -247,18 +247,19 @@ async fn judge(
     let (mut violations, shipped) = judge_orders(tag, workload, &journal.lock().unwrap());
 
     // How hard the kills hit: tasks a killed process had taken and never answered come back
-    // after their heartbeat timeout.
+    // after their heartbeat lapses. A lapse is recorded as `States.Timeout`, as on AWS; one
+    // the state's retrier re-issued is followed at once by the task scheduled again.
     let mut reissued = 0;
     for plan in &workload.plans {
         let history = service
             .get(&format!("/orders/{}/history?maxResults=1000", plan.id))
             .await
             .json();
-        reissued += history["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| e["activityTimedOutEventDetails"]["error"] == "States.HeartbeatTimeout")
+        let events: Vec<&serde_json::Value> =
+            history["events"].as_array().into_iter().flatten().collect();
+        reissued += events
+            .windows(2)
+            .filter(|w| w[0]["type"] == "ActivityTimedOut" && w[1]["type"] == "ActivityScheduled")
             .count();
     }
     println!(

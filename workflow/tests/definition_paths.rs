@@ -7,7 +7,8 @@
 mod harness;
 
 use harness::{
-    APPROVAL_HEARTBEAT, APPROVAL_TIMEOUT, COMPENSATED, Execution, FORWARD, cause_of, input, retrier,
+    APPROVAL_HEARTBEAT, APPROVAL_TIMEOUT, COMPENSATED, Execution, FORWARD, cause_of, input,
+    is_timeout, recorded, retrier,
 };
 use serde_json::json;
 use workflow::ErrorName;
@@ -92,7 +93,10 @@ fn large_order_waits_for_approval_with_the_input_timeouts_then_completes() {
     let mut x = Execution::start(input(true));
     x.forward_to("AwaitApproval");
     let task = x.task("AwaitApproval");
-    assert_eq!(task.input, json!({"orderId": "o-1"}));
+    assert_eq!(
+        task.input,
+        json!({"orderId": "o-1", "windowSeconds": APPROVAL_TIMEOUT - 2 * APPROVAL_HEARTBEAT})
+    );
     assert_eq!(task.timeout_seconds, Some(APPROVAL_TIMEOUT));
     assert_eq!(task.heartbeat_seconds, Some(APPROVAL_HEARTBEAT));
     // The heartbeat clock starts when the approval worker takes the task.
@@ -316,7 +320,14 @@ fn a_misconfigured_provider_waits_through_many_attempts_and_then_the_order_goes_
 
 #[test]
 fn transient_errors_are_retried_with_backoff_then_compensated() {
-    for (state, error) in RETRIED {
+    // The approval re-issues a lapsed heartbeat thousands of times (as often as the window
+    // allows, see `SagaSettings::check`): too many to walk here. Its retrier's attempts are
+    // checked by the definition's own tests; past them the Catch on States.Timeout closes the
+    // window (`expired_approval_window_is_compensated_and_fails_saying_the_window_closed`).
+    let walked = RETRIED
+        .iter()
+        .filter(|(s, e)| !(*s == "AwaitApproval" && *e == "States.HeartbeatTimeout"));
+    for (state, error) in walked {
         let large = *state == "AwaitApproval";
         let mut x = Execution::start(input(large));
         x.forward_to(state);
@@ -340,7 +351,7 @@ fn transient_errors_are_retried_with_backoff_then_compensated() {
             cancelled_after(state, large),
             "{state}: {error}"
         );
-        assert_eq!(x.failure(), (error.to_string(), cause_of(error)));
+        assert_eq!(x.failure(), (recorded(error).to_string(), cause_of(error)));
         assert_eq!(
             x.scheduled_of(state).len() as u32,
             r.max_attempts + 1,
@@ -680,12 +691,12 @@ fn random_walks_end_completed_cancelled_or_failed_at_a_compensation_with_the_rig
             if FORWARD.contains(&state.as_str()) && x.pending_timers().is_empty() {
                 first_failure.get_or_insert_with(|| {
                     // The approval window's timeout is named by the definition.
-                    let cause = if state == "AwaitApproval" && error == "States.Timeout" {
+                    let cause = if state == "AwaitApproval" && is_timeout(error) {
                         WINDOW_CLOSED.to_owned()
                     } else {
                         cause_of(error)
                     };
-                    (error.to_owned(), cause)
+                    (recorded(error).to_owned(), cause)
                 });
             }
             if !retried {

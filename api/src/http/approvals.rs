@@ -19,8 +19,10 @@ use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
 use workflow::steps::approval::{DecisionResult, decide};
 
-/// The error a Step Functions state reports when its `TimeoutSeconds` run out.
-const STATES_TIMEOUT: &str = "States.Timeout";
+/// The errors an approval window that closed undecided leaves on the order: ours, from the
+/// keeper, and `States.Timeout` from the state's own timeout (the backstop, and executions
+/// started before windows were fixed on the order).
+const WINDOW_CLOSED: [&str; 2] = ["Order.ApprovalExpired", "States.Timeout"];
 
 /// An operator's decision.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -79,20 +81,28 @@ pub struct PendingApprovalView {
     pub amount_cents: u64,
     pub currency: String,
     pub requested_at: DateTime<Utc>,
+    /// When the approval window closes: a decision must come before it. Null for approvals
+    /// requested before windows were fixed on the order.
+    pub deadline: Option<DateTime<Utc>>,
 }
 
-/// The orders waiting for an operator, oldest request first.
+/// A page of the orders waiting for an operator, oldest request first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PendingApprovals {
     pub items: Vec<PendingApprovalView>,
+    /// Pass as `after` for the next page; null on the last page.
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct PendingQuery {
-    /// The most orders listed (1–1000, default 100).
+    /// Orders per page (1–1000, default 100).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     pub limit: Option<String>,
+    /// The `next` of the previous page, as given (text of another shape is a 400).
+    #[param(pattern = "^[0-9T:.Z-]{1,40}\\|[A-Za-z0-9_-]{1,80}$")]
+    pub after: Option<String>,
 }
 
 /// Whether the order's approval window ran out before anyone decided.
@@ -108,16 +118,23 @@ fn expired(order: &Order) -> bool {
     let timed_out = order
         .failure
         .as_ref()
-        .is_some_and(|f| f.error == STATES_TIMEOUT);
+        .is_some_and(|f| WINDOW_CLOSED.contains(&f.error.as_str()));
     undecided && compensated && timed_out
 }
 
 fn window_closed(order: &Order) -> Response {
+    let closed = match order.approval.as_ref().and_then(|a| a.deadline) {
+        Some(d) => format!(
+            "closed at {}",
+            d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        None => "ran out".to_owned(),
+    };
     Problem::new(
         ProblemKind::ApprovalExpired,
         format!(
-            "the approval window of order {} ran out before a decision took effect; the order \
-             is cancelled",
+            "the approval window of order {} {closed} before a decision; the order is \
+             cancelled",
             order.id()
         ),
     )
@@ -245,7 +262,7 @@ pub async fn decide_approval(
     response
 }
 
-/// List the orders waiting for an operator's approval, oldest request first.
+/// List the orders waiting for an operator's approval, oldest request first, a page at a time.
 #[utoipa::path(
     get,
     path = "/approvals",
@@ -254,8 +271,8 @@ pub async fn decide_approval(
     security(("apiKey" = [])),
     params(PendingQuery),
     responses(
-        (status = 200, description = "The waiting orders", body = PendingApprovals),
-        (status = 400, description = "Invalid `limit`", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "A page of the waiting orders, oldest request first", body = PendingApprovals),
+        (status = 400, description = "Invalid `limit` or `after`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
@@ -270,23 +287,27 @@ pub async fn pending(
 ) -> Result<Json<PendingApprovals>, Problem> {
     let mut errors = Vec::new();
     let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 1000, &mut errors);
+    let after = validate::queue_cursor(query.after.as_deref(), "approvals", &mut errors);
     Problem::check_query(errors)?;
     let limit = limit.map_or(100, |n| n as u32);
-    let pending = state
+    let page = state
         .ports
         .orders
-        .pending_approvals(limit)
+        .pending_approvals(after.as_ref(), limit)
         .await
         .map_err(|e| Problem::backend(&e, e.is_transient()))?;
     Ok(Json(PendingApprovals {
-        items: pending
+        items: page
+            .items
             .into_iter()
             .map(|p| PendingApprovalView {
                 order_id: p.order_id.to_string(),
                 amount_cents: p.amount_cents,
                 currency: p.currency,
                 requested_at: p.requested_at,
+                deadline: p.deadline,
             })
             .collect(),
+        next: page.next,
     }))
 }

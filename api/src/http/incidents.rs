@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use store::{ActionKind, Incident, IncidentCursor, OperatorAction, Order, OrderStatus, Resolved};
+use store::{ActionKind, Incident, OperatorAction, Order, OrderStatus, Resolved};
 use tracing::Span;
 use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
@@ -194,19 +194,7 @@ pub async fn list(
 ) -> Result<Json<IncidentsPage>, Problem> {
     let mut errors = Vec::new();
     let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 1000, &mut errors);
-    let after = match query.after.as_deref() {
-        None => None,
-        Some(text) => {
-            let cursor = IncidentCursor::parse(text);
-            if cursor.is_none() {
-                errors.push(FieldError::new(
-                    "after",
-                    "must be the `next` of a page of incidents",
-                ));
-            }
-            cursor
-        }
-    };
+    let after = validate::queue_cursor(query.after.as_deref(), "incidents", &mut errors);
     Problem::check_query(errors)?;
     let limit = limit.map_or(100, |n| n as u32);
     let page = state

@@ -217,6 +217,8 @@ pub struct RefundView {
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalView {
     pub requested_at: DateTime<Utc>,
+    /// When the approval window closes (fixed when it opened): a decision must come before it.
+    pub deadline: Option<DateTime<Utc>>,
     /// `approve` or `reject`, once decided.
     #[schema(example = "approve")]
     pub decision: Option<String>,
@@ -707,6 +709,7 @@ pub async fn status(
         }),
         approval: order.approval.as_ref().map(|a| ApprovalView {
             requested_at: a.requested_at,
+            deadline: a.deadline,
             decision: a.decision.map(|d| decision_name(d).to_owned()),
             // Who decided is for operators: a client sees that it was decided, not by whom.
             decided_by: a.decided_by.clone().filter(|_| caller.is_operator()),

@@ -169,6 +169,23 @@ pub fn whole_opt<'de, D: Deserializer<'de>, N: TryFrom<u64>>(d: D) -> Result<Opt
     whole(d).map(Some)
 }
 
+/// The `after` query parameter of a queue's page: the `next` a page of `queue` gave, parsed;
+/// `None` when absent or (with an error) of another shape.
+pub fn queue_cursor(
+    raw: Option<&str>,
+    queue: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<store::QueueCursor> {
+    let cursor = store::QueueCursor::parse(raw?);
+    if cursor.is_none() {
+        errors.push(FieldError::new(
+            "after",
+            format!("must be the `next` of a page of {queue}"),
+        ));
+    }
+    cursor
+}
+
 /// An integer query parameter in `min..=max`, written `7` or `7.0`; `None` when absent.
 pub fn query_integer(
     name: &str,

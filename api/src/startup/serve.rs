@@ -136,6 +136,11 @@ impl Opened {
 impl Service {
     /// Opens the backend (embedded or AWS), starts the workers and binds the listener.
     pub async fn start(settings: &Settings) -> Result<Service, StartupError> {
+        // As AWS would refuse the task: a heartbeat not shorter than the window.
+        settings
+            .saga
+            .check(workflow::definition::heartbeat_retries())
+            .map_err(StartupError::Config)?;
         let payments = payments(&settings.backend)?;
         if settings.backend.kind == Backend::Aws && settings.operator_token.is_none() {
             return Err(StartupError::Config(

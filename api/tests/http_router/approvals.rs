@@ -111,20 +111,36 @@ async fn deciding_an_order_not_awaiting_approval_is_409() {
 async fn deciding_after_the_window_ran_out_is_409_approval_expired() {
     let settings = SagaSettings {
         approval_timeout: Duration::from_secs(2),
+        approval_heartbeat: Duration::from_secs(1),
         ..SagaSettings::default()
     };
     let app = App::with(settings, HttpLimits::default()).await;
     app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-17", "piano")).await;
+    let parked = app.reaches("o-17", "AWAITING_APPROVAL").await;
+    let deadline = parked["approval"]["deadline"].as_str().unwrap().to_owned();
     let cancelled = app.reaches("o-17", "CANCELLED").await;
-    assert_eq!(cancelled["failure"]["error"], "States.Timeout");
-    assert_eq!(
-        cancelled["failure"]["cause"],
-        "the approval window closed before an operator's decision took effect"
+    // The keeper closed the window at the deadline fixed when it opened.
+    assert_eq!(cancelled["failure"]["error"], "Order.ApprovalExpired");
+    let cause = cancelled["failure"]["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with("the approval window closed at ")
+            && cause.ends_with(" before an operator decided"),
+        "{cause}"
     );
-    app.decide("o-17", "approve")
+    assert_eq!(cancelled["approval"]["deadline"], deadline.as_str());
+    let problem = app
+        .decide("o-17", "approve")
         .await
         .problem(409, "approval-expired");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("closed at "), "{detail}");
+    let status = app.get("/orders/o-17/status").await.json();
+    assert_eq!(
+        status["approval"]["decision"],
+        serde_json::Value::Null,
+        "nothing recorded"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -190,11 +206,50 @@ async fn pending_approvals_are_listed_oldest_first() {
         .map(|i| i["requestedAt"].as_str().unwrap())
         .collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert_eq!(r.json()["next"], serde_json::Value::Null, "one page");
+    // Each waits for a decision before its deadline: the window as it opened.
+    let window = SagaSettings::default().approval_timeout.as_secs() as i64;
+    for item in &items {
+        let at = |f: &str| {
+            chrono::DateTime::parse_from_rfc3339(item[f].as_str().unwrap())
+                .unwrap()
+                .timestamp()
+        };
+        let open = at("deadline") - at("requestedAt");
+        assert!((window - 1..=window + 1).contains(&open), "{item}");
+    }
     app.decide("o-19a", "approve").await;
-    let r = app.operator_get("/approvals?limit=1").await.json();
-    assert_eq!(r["items"][0]["orderId"], "o-19b");
-    assert_eq!(r["items"].as_array().unwrap().len(), 1);
+    // A page at a time, with a cursor: every waiting order once, in order.
+    let mut seen = Vec::new();
+    let mut path = "/approvals?limit=1".to_owned();
+    loop {
+        let r = app.operator_get(&path).await.json();
+        assert!(r["items"].as_array().unwrap().len() <= 1, "{r}");
+        seen.extend(
+            r["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["orderId"].as_str().unwrap().to_owned()),
+        );
+        match r["next"].as_str() {
+            Some(next) => path = format!("/approvals?limit=1&after={}", urlencoding(next)),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["o-19b", "o-19c"]);
     app.operator_get("/approvals?limit=0")
         .await
         .problem(400, "invalid-request");
+    app.operator_get("/approvals?after=nonsense")
+        .await
+        .problem(400, "invalid-request");
+}
+
+/// A cursor as a query value (its `|` and `:` escaped).
+fn urlencoding(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('|', "%7C")
+        .replace(':', "%3A")
+        .replace('+', "%2B")
 }

@@ -3,9 +3,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
-    Charge, Created, Decided, Decision, Failure, Incident, IncidentCursor, NewOrder,
-    OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval, Refund,
-    Resolved, StoreError,
+    Charge, Created, Decided, Decision, Expiry, Failure, Incident, NewOrder, OperatorAction, Order,
+    OrderId, OrderRepository, OrderStatus, Page, PendingApproval, QueueCursor, Refund, Resolved,
+    StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -63,6 +63,7 @@ impl OrderRepository for Broken {
         _: &OrderId,
         _: &str,
         _: DateTime<Utc>,
+        _: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError> {
         self.fail().await
     }
@@ -76,7 +77,20 @@ impl OrderRepository for Broken {
     ) -> Result<Decided, StoreError> {
         self.fail().await
     }
-    async fn pending_approvals(&self, _: u32) -> Result<Vec<PendingApproval>, StoreError> {
+    async fn expire_approval(
+        &self,
+        _: &OrderId,
+        _: &str,
+        _: DateTime<Utc>,
+        _: Failure,
+    ) -> Result<Expiry, StoreError> {
+        self.fail().await
+    }
+    async fn pending_approvals(
+        &self,
+        _: Option<&QueueCursor>,
+        _: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
         self.fail().await
     }
     async fn record_incident(
@@ -99,7 +113,7 @@ impl OrderRepository for Broken {
     }
     async fn open_incidents(
         &self,
-        _: Option<&IncidentCursor>,
+        _: Option<&QueueCursor>,
         _: u32,
     ) -> Result<Page<Order>, StoreError> {
         self.fail().await

@@ -15,6 +15,9 @@ pub struct Failure {
     /// Runtime errors of the state's own data flow end the execution: AWS lets neither Retry
     /// nor Catch see them (not even a catcher naming `States.Runtime`).
     pub terminal: bool,
+    /// A task whose heartbeat lapsed. Its error is `States.Timeout`, as AWS records it; only
+    /// a Retry or Catch naming `States.HeartbeatTimeout` tells it from the task's own timeout.
+    pub heartbeat: bool,
 }
 
 impl Failure {
@@ -23,6 +26,17 @@ impl Failure {
             error: Some(error.into()),
             cause: Some(cause.into()),
             terminal: false,
+            heartbeat: false,
+        }
+    }
+
+    /// A task timed out: `States.Timeout` without a cause, whichever the timeout.
+    pub fn timed_out(heartbeat: bool) -> Self {
+        Failure {
+            error: Some(TIMEOUT.to_owned()),
+            cause: None,
+            terminal: false,
+            heartbeat,
         }
     }
 
@@ -38,6 +52,7 @@ impl Failure {
             )),
             error: Some(err.error),
             terminal,
+            heartbeat: false,
         }
     }
 
@@ -58,15 +73,25 @@ impl Failure {
     }
 }
 
-/// Whether an `ErrorEquals` list matches an error name.
-fn matches(error_equals: &[String], error: Option<&str>) -> bool {
-    let Some(error) = error else { return false };
+/// The error of every task timeout, the task's own and a lapsed heartbeat alike.
+pub const TIMEOUT: &str = "States.Timeout";
+
+/// The name a Retry or Catch gives to match only a lapsed heartbeat. No failure carries it as
+/// its error (unless a worker reports it by that name).
+pub const HEARTBEAT_TIMEOUT: &str = "States.HeartbeatTimeout";
+
+/// Whether an `ErrorEquals` list matches a failure.
+fn matches(error_equals: &[String], failure: &Failure) -> bool {
+    let Some(error) = failure.error_name() else {
+        return false;
+    };
     error_equals.iter().any(|e| match e.as_str() {
         "States.ALL" => !matches!(error, "States.Runtime" | "States.DataLimitExceeded"),
         "States.TaskFailed" => !matches!(
             error,
-            "States.Timeout" | "States.Runtime" | "States.DataLimitExceeded"
+            TIMEOUT | "States.Runtime" | "States.DataLimitExceeded"
         ),
+        HEARTBEAT_TIMEOUT if failure.heartbeat => true,
         name => name == error,
     })
 }
@@ -83,7 +108,7 @@ pub fn next_retry(
     let (index, retrier) = retriers
         .iter()
         .enumerate()
-        .find(|(_, r)| matches(&r.error_equals, failure.error_name()))?;
+        .find(|(_, r)| matches(&r.error_equals, failure))?;
     let attempts = counts.get(index).copied().unwrap_or(0);
     if attempts >= retrier.max_attempts {
         return None;
@@ -108,9 +133,7 @@ pub fn backoff(retrier: &Retrier, attempts: u32, random: &Randomness) -> TimeDel
 }
 
 pub fn find_catcher<'c>(catchers: &'c [Catcher], failure: &Failure) -> Option<&'c Catcher> {
-    catchers
-        .iter()
-        .find(|c| matches(&c.error_equals, failure.error_name()))
+    catchers.iter().find(|c| matches(&c.error_equals, failure))
 }
 
 #[cfg(test)]
@@ -133,27 +156,51 @@ mod tests {
         }
     }
 
-    #[test]
-    fn states_all_does_not_match_runtime_errors() {
-        assert!(matches(&["States.ALL".into()], Some("Custom")));
-        assert!(!matches(&["States.ALL".into()], Some("States.Runtime")));
-        assert!(!matches(&["States.ALL".into()], None));
+    fn named(error: &str) -> Failure {
+        Failure::new(error, "c")
+    }
+
+    fn all(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
     }
 
     #[test]
-    fn task_failed_matches_everything_but_timeout() {
-        assert!(matches(
-            &["States.TaskFailed".into()],
-            Some("Lambda.Unknown")
-        ));
-        assert!(matches(
-            &["States.TaskFailed".into()],
-            Some("States.HeartbeatTimeout")
-        ));
-        assert!(!matches(
-            &["States.TaskFailed".into()],
-            Some("States.Timeout")
-        ));
+    fn states_all_does_not_match_runtime_errors() {
+        assert!(matches(&all(&["States.ALL"]), &named("Custom")));
+        assert!(!matches(&all(&["States.ALL"]), &named("States.Runtime")));
+        let no_error = Failure {
+            error: None,
+            ..named("x")
+        };
+        assert!(!matches(&all(&["States.ALL"]), &no_error));
+    }
+
+    #[test]
+    fn task_failed_matches_everything_but_timeouts() {
+        let task_failed = all(&["States.TaskFailed"]);
+        assert!(matches(&task_failed, &named("Lambda.Unknown")));
+        assert!(!matches(&task_failed, &Failure::timed_out(false)));
+        assert!(!matches(&task_failed, &Failure::timed_out(true)));
+    }
+
+    /// AWS records a lapsed heartbeat as `States.Timeout`: `States.Timeout` and `States.ALL`
+    /// match it, `States.HeartbeatTimeout` matches it and nothing else.
+    #[test]
+    fn a_lapsed_heartbeat_is_a_timeout_that_heartbeat_timeout_alone_singles_out() {
+        let heartbeat = Failure::timed_out(true);
+        let task = Failure::timed_out(false);
+        assert_eq!(heartbeat.error_name(), Some(TIMEOUT));
+        assert_eq!(heartbeat.to_output(), serde_json::json!({"Error": TIMEOUT}));
+        for names in [&["States.Timeout"][..], &["States.ALL"]] {
+            assert!(matches(&all(names), &heartbeat), "{names:?}");
+            assert!(matches(&all(names), &task), "{names:?}");
+        }
+        let by_name = all(&[HEARTBEAT_TIMEOUT]);
+        assert!(matches(&by_name, &heartbeat));
+        assert!(!matches(&by_name, &task));
+        assert!(!matches(&by_name, &named("Custom")));
+        // A worker may still report an error of that name, matched by name.
+        assert!(matches(&by_name, &named(HEARTBEAT_TIMEOUT)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::errors::{self, Failure};
 use super::history::{self, EventDraft};
-use super::{Action, Applied, Event, ExecutionEnd, Interpreter, TimeoutKind, states};
+use super::{Action, Applied, Event, ExecutionEnd, Interpreter, states};
 use crate::asl::{Kind, State, StateMachine, Transition};
 use crate::data::random::{Randomness, Seed};
 use crate::data::{self, Scope};
@@ -408,6 +408,7 @@ impl<'i, 's> Run<'i, 's> {
                     state.name
                 )),
                 terminal: true,
+                heartbeat: false,
             });
         }
         let assigned = self.evaluate_assign(id, state.assign.as_ref(), &selected)?;
@@ -651,13 +652,6 @@ impl<'i, 's> Run<'i, 's> {
     pub fn start_child(&mut self, id: u64, input: Value) {
         let start = self.machine_of(self.frame(id)).start_at.clone();
         self.enter(id, &start, input);
-    }
-
-    pub fn timeout_kind_error(kind: TimeoutKind) -> &'static str {
-        match kind {
-            TimeoutKind::Task => "States.Timeout",
-            TimeoutKind::Heartbeat => "States.HeartbeatTimeout",
-        }
     }
 }
 

@@ -616,8 +616,8 @@ impl Engine {
     }
 
     /// Times out now, as if their workers had stopped heartbeating, the tasks of these
-    /// activities that workers hold (`States.HeartbeatTimeout`, which the definition's Retry
-    /// can hand out again); tasks with no heartbeat are left alone. For an owner whose workers
+    /// activities that workers hold (a lapsed heartbeat: `States.Timeout`, which a Retry naming
+    /// `States.HeartbeatTimeout` hands out again); tasks with no heartbeat are left alone. For an owner whose workers
     /// are known to be gone — the process that polled them died — so that their tasks need not
     /// wait out `HeartbeatSeconds`. Returns how many tasks it timed out.
     pub async fn expire_heartbeats(&self, activity_arns: &[String]) -> Result<u64, EngineError> {

@@ -180,6 +180,8 @@ macro_rules! contract_suite {
             decision_needs_a_parked_token,
             park_after_a_decision_changes_nothing,
             pending_approvals_oldest_first,
+            a_decision_after_the_deadline_is_expired,
+            an_expiry_closes_only_an_undecided_window_past_its_deadline,
             listing_pages_cover_every_order_once,
             an_incident_keeps_its_first_time_and_closes_with_the_end,
             resolving_closes_an_open_incident_once,

@@ -28,7 +28,10 @@ fn charge(id: &OrderId, charge_id: &str, at: chrono::DateTime<chrono::Utc>) -> C
     }
 }
 
-/// An order parked for approval with `token` at `at`.
+/// How long the approval windows of [`parked`] orders are.
+const WINDOW: Duration = Duration::days(3);
+
+/// An order parked for approval with `token` at `at`, its window closing [`WINDOW`] later.
 async fn parked(
     repo: &dyn OrderRepository,
     token: &str,
@@ -38,7 +41,7 @@ async fn parked(
     repo.advance(order.id(), OrderStatus::Charged, None)
         .await
         .expect("advance");
-    repo.park_approval(order.id(), token, at)
+    repo.park_approval(order.id(), token, at, Some(at + WINDOW))
         .await
         .expect("park")
 }
@@ -289,7 +292,7 @@ pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository
             .map(drop)
     ));
     assert!(not_found(
-        repo.park_approval(&id, "t", now()).await.map(drop)
+        repo.park_approval(&id, "t", now(), None).await.map(drop)
     ));
     assert!(not_found(
         repo.decide(&id, Decision::Approve, "op", None, now())
@@ -312,17 +315,23 @@ pub async fn park_keeps_first_request_time_and_latest_token(repo: &dyn OrderRepo
         (approval.requested_at, approval.task_token.as_deref()),
         (first_at, Some("token-1"))
     );
+    assert_eq!(approval.deadline, Some(first_at + WINDOW));
     assert_eq!(approval.decision, None);
 
     let later = first_at + Duration::minutes(5);
     let again = repo
-        .park_approval(order.id(), "token-2", later)
+        .park_approval(order.id(), "token-2", later, Some(later + WINDOW))
         .await
         .expect("repark");
     let approval = again.approval.clone().expect("parked");
     assert_eq!(
         approval.requested_at, first_at,
         "the wait is measured from the first request"
+    );
+    assert_eq!(
+        approval.deadline,
+        Some(first_at + WINDOW),
+        "a re-issued task never moves the window"
     );
     assert_eq!(approval.task_token.as_deref(), Some("token-2"));
     assert_eq!(again.status, OrderStatus::AwaitingApproval);
@@ -336,7 +345,7 @@ pub async fn park_keeps_first_request_time_and_latest_token(repo: &dyn OrderRepo
     .await
     .expect("compensate");
     let after = repo
-        .park_approval(again.id(), "token-3", later)
+        .park_approval(again.id(), "token-3", later, Some(later + WINDOW))
         .await
         .expect("park late");
     assert_eq!(after.status, OrderStatus::Compensating);
@@ -447,7 +456,7 @@ pub async fn park_after_a_decision_changes_nothing(repo: &dyn OrderRepository) {
     };
     // A re-issued task (the answer to the engine was lost) finds the decision and no new token.
     let after = repo
-        .park_approval(order.id(), "token-new", now())
+        .park_approval(order.id(), "token-new", now(), Some(now() + WINDOW))
         .await
         .expect("park");
     assert_eq!(after, decided);
@@ -459,16 +468,24 @@ pub async fn pending_approvals_oldest_first(repo: &dyn OrderRepository) {
     let oldest = parked(repo, "pending-a", base).await;
     let middle = parked(repo, "pending-b", base + Duration::seconds(10)).await;
     let decided = parked(repo, "pending-d", base + Duration::seconds(5)).await;
-    repo.decide(decided.id(), Decision::Approve, "op", None, now())
-        .await
-        .expect("decide");
+    repo.decide(
+        decided.id(),
+        Decision::Approve,
+        "op",
+        None,
+        base + Duration::seconds(6),
+    )
+    .await
+    .expect("decide");
     created(repo, "pending-none").await;
 
     let mine = [oldest.id(), middle.id(), newest.id(), decided.id()];
-    let pending: Vec<PendingApproval> = repo
-        .pending_approvals(10_000)
-        .await
-        .expect("pending")
+    let listed = all_pages(2, |after| async move {
+        let cursor = after.map(|a| QueueCursor::parse(&a).expect("a cursor the store made"));
+        repo.pending_approvals(cursor.as_ref(), 2).await
+    })
+    .await;
+    let pending: Vec<PendingApproval> = listed
         .into_iter()
         .filter(|p| mine.contains(&&p.order_id))
         .collect();
@@ -476,7 +493,7 @@ pub async fn pending_approvals_oldest_first(repo: &dyn OrderRepository) {
     assert_eq!(
         ids,
         [oldest.id(), middle.id(), newest.id()],
-        "decided ones drop out"
+        "decided ones drop out; each once, in request order, across pages"
     );
     let first = &pending[0];
     assert_eq!((first.amount_cents, first.currency.as_str()), (3499, "EUR"));
@@ -484,7 +501,104 @@ pub async fn pending_approvals_oldest_first(repo: &dyn OrderRepository) {
         (first.requested_at, first.task_token.as_str()),
         (base, "pending-a")
     );
-    assert!(repo.pending_approvals(2).await.expect("limited").len() <= 2);
+    assert_eq!(first.deadline, Some(base + WINDOW));
+}
+
+/// A decision after the deadline fixed at the first park takes no effect and changes nothing.
+pub async fn a_decision_after_the_deadline_is_expired(repo: &dyn OrderRepository) {
+    let at = now() - WINDOW - Duration::minutes(1);
+    let order = parked(repo, "token-late", at).await;
+    let deadline = at + WINDOW;
+    let decided = repo
+        .decide(order.id(), Decision::Approve, "op", None, deadline)
+        .await
+        .expect("decide");
+    assert_eq!(decided, Decided::Expired(order.clone()), "at the deadline");
+    assert_eq!(
+        repo.get(order.id()).await.expect("get"),
+        Some(order.clone())
+    );
+    // Just before it, the same decision applies.
+    let decided = repo
+        .decide(
+            order.id(),
+            Decision::Approve,
+            "op",
+            None,
+            deadline - Duration::milliseconds(1),
+        )
+        .await
+        .expect("decide");
+    assert!(matches!(decided, Decided::Applied { .. }), "{decided:?}");
+}
+
+/// The keeper's expiry: only past the deadline, only of the token parked, only without a
+/// decision; it moves the order to COMPENSATING with the failure and out of the queue.
+pub async fn an_expiry_closes_only_an_undecided_window_past_its_deadline(
+    repo: &dyn OrderRepository,
+) {
+    let expired = failure("Order.ApprovalExpired");
+    let at = now() - WINDOW - Duration::minutes(1);
+    let deadline = at + WINDOW;
+    let order = parked(repo, "token-x", at).await;
+    let id = order.id();
+    for (token, when) in [
+        ("token-x", deadline - Duration::seconds(1)),
+        ("token-other", deadline),
+    ] {
+        let kept = repo
+            .expire_approval(id, token, when, expired.clone())
+            .await
+            .expect("expire");
+        assert_eq!(kept, Expiry::Kept(order.clone()), "{token} at {when}");
+    }
+    let Expiry::Expired(after) = repo
+        .expire_approval(id, "token-x", deadline, expired.clone())
+        .await
+        .expect("expire")
+    else {
+        panic!("the window must close at its deadline");
+    };
+    assert_eq!(after.status, OrderStatus::Compensating);
+    assert_eq!(after.failure, Some(expired.clone()));
+    let approval = after.approval.clone().expect("approval");
+    assert_eq!((approval.task_token, approval.decision), (None, None));
+    let again = repo
+        .expire_approval(id, "token-x", deadline, expired.clone())
+        .await
+        .expect("again");
+    assert_eq!(again, Expiry::Kept(after.clone()), "once");
+    let decided = repo
+        .decide(id, Decision::Approve, "op", None, now())
+        .await
+        .expect("decide");
+    assert_eq!(decided, Decided::Expired(after.clone()));
+    let listed = all_pages(100, |after| async move {
+        let cursor = after.map(|a| QueueCursor::parse(&a).expect("a cursor the store made"));
+        repo.pending_approvals(cursor.as_ref(), 100).await
+    })
+    .await;
+    assert!(listed.iter().all(|p| &p.order_id != id), "out of the queue");
+
+    // A decision recorded first keeps the window open for good.
+    let order = parked(repo, "token-y", at).await;
+    repo.decide(
+        order.id(),
+        Decision::Approve,
+        "op",
+        None,
+        deadline - Duration::seconds(1),
+    )
+    .await
+    .expect("decide");
+    let kept = repo
+        .expire_approval(order.id(), "token-y", now(), expired)
+        .await
+        .expect("expire");
+    assert!(
+        matches!(&kept, Expiry::Kept(o) if o.status == OrderStatus::Approved),
+        "{kept:?}"
+    );
 }
 
 /// Listing pages through every order once, each as it is stored.
@@ -670,7 +784,7 @@ pub async fn open_incidents_page_oldest_first(repo: &dyn OrderRepository) {
         .expect("close");
     created(repo, "incidents-none").await;
     let listed = all_pages(2, |after| async move {
-        let cursor = after.map(|a| IncidentCursor::parse(&a).expect("a cursor the store made"));
+        let cursor = after.map(|a| QueueCursor::parse(&a).expect("a cursor the store made"));
         repo.open_incidents(cursor.as_ref(), 2).await
     })
     .await;
@@ -684,5 +798,5 @@ pub async fn open_incidents_page_oldest_first(repo: &dyn OrderRepository) {
         mine, expected,
         "oldest first, as stored, closed ones left out"
     );
-    assert!(IncidentCursor::parse("not a cursor").is_none());
+    assert!(QueueCursor::parse("not a cursor").is_none());
 }

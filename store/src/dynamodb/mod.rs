@@ -13,7 +13,7 @@
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
-//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
+//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_deadline`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
 //! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N, `stocked` N (absent on items last counted before it was kept) |
 //! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `updated_at` |
 //! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`; `refund_key` once refunded |

@@ -15,14 +15,14 @@
 
 use super::codec::{Fields, Item, json, n, s, ts};
 use super::table::{
-    APPROVAL_QUEUE, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN, OPEN_INCIDENTS_INDEX, PARTITION_KEY,
-    PENDING, PENDING_APPROVALS_INDEX, prefix,
+    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN,
+    OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX, prefix,
 };
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, IncidentCursor, OrderRepository, Page, PendingApproval,
+    Created, Decided, DecisionPlan, Expiry, OrderRepository, Page, PendingApproval, QueueCursor,
     Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
@@ -135,6 +135,7 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
     let approval = match f.opt_ts("approval_requested_at")? {
         Some(requested_at) => Some(Approval {
             requested_at,
+            deadline: f.opt_ts("approval_deadline")?,
             task_token: f.opt_string("approval_task_token")?,
             decision: match f.opt_s("approval_decision")? {
                 None => None,
@@ -484,13 +485,13 @@ impl OrderRepository for DynamoStore {
     /// consistently: one whose incident closed since is left out.
     async fn open_incidents(
         &self,
-        after: Option<&IncidentCursor>,
+        after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
         let start = after.map(|c| {
             HashMap::from([
                 (INCIDENT_QUEUE.to_owned(), s(OPEN)),
-                (INCIDENT_SINCE.to_owned(), s(&c.since)),
+                (INCIDENT_SINCE.to_owned(), s(&c.at)),
                 (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
             ])
         });
@@ -529,8 +530,8 @@ impl OrderRepository for DynamoStore {
                 let pk = f.string(PARTITION_KEY)?;
                 let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
                 Some(
-                    IncidentCursor {
-                        since: f.string(INCIDENT_SINCE)?,
+                    QueueCursor {
+                        at: f.string(INCIDENT_SINCE)?,
                         order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
                     }
                     .to_string(),
@@ -551,6 +552,7 @@ impl OrderRepository for DynamoStore {
         id: &OrderId,
         task_token: &str,
         at: DateTime<Utc>,
+        deadline: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError> {
         let awaiting = OrderStatus::AwaitingApproval;
         let from: Vec<OrderStatus> = OrderStatus::ALL
@@ -570,11 +572,15 @@ impl OrderRepository for DynamoStore {
             "attribute_not_exists(#approval_decision) AND {statuses} AND (#status <> :awaiting \
              OR attribute_not_exists(#approval_task_token) OR #approval_task_token <> :token)"
         );
-        let update = format!(
+        let mut update = format!(
             "SET #status = :awaiting, #approval_task_token = :token, \
              #approval_requested_at = if_not_exists(#approval_requested_at, :at), \
              #updated_at = :now, #{APPROVAL_QUEUE} = :pending"
         );
+        if let Some(deadline) = deadline {
+            update.push_str(", #approval_deadline = if_not_exists(#approval_deadline, :deadline)");
+            values.insert(":deadline".to_owned(), ts(deadline));
+        }
         Ok(self
             .change_order(id, &update, &condition, values)
             .await?
@@ -595,7 +601,7 @@ impl OrderRepository for DynamoStore {
     ) -> Result<Decided, StoreError> {
         let mut order = self.existing_order(id).await?;
         for _ in 0..DECIDE_ATTEMPTS {
-            let (token, status) = match DecisionPlan::new(order, decision) {
+            let (token, status) = match DecisionPlan::new(order, decision, at) {
                 DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
             };
@@ -636,61 +642,112 @@ impl OrderRepository for DynamoStore {
         )))
     }
 
-    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        let mut pending = Vec::new();
-        let mut start = None;
-        while pending.len() < limit {
-            // A page at most as large as one consistent batch read.
-            let page_size = (limit - pending.len()).min(100);
-            let page = self
-                .client
-                .query()
-                .table_name(self.table())
-                .index_name(PENDING_APPROVALS_INDEX)
-                .key_condition_expression(format!("#{APPROVAL_QUEUE} = :pending"))
-                .expression_attribute_names(format!("#{APPROVAL_QUEUE}"), APPROVAL_QUEUE)
-                .expression_attribute_values(":pending", s(PENDING))
-                .scan_index_forward(true)
-                .limit(i32::try_from(page_size).unwrap_or(100))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(sdk("Query"))?;
-            let candidates: Vec<String> = page
-                .items()
-                .iter()
-                .map(|item| Fields::of(item).string(PARTITION_KEY))
-                .collect::<Result<_, _>>()?;
-            let now = self.get_items(&candidates).await?;
-            for pk in &candidates {
-                let Some(item) = now.get(pk) else { continue };
-                let order = order_from(item)?;
-                let Some(approval) = order.approval else {
-                    continue;
-                };
-                match (order.status, approval.decision, approval.task_token) {
-                    (OrderStatus::AwaitingApproval, None, Some(task_token)) => {
-                        pending.push(PendingApproval {
-                            order_id: order.new.order_id,
-                            amount_cents: order.new.amount_cents,
-                            currency: order.new.currency,
-                            requested_at: approval.requested_at,
-                            task_token,
-                        });
-                    }
-                    _ => continue,
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                break;
+    /// Of a decision and an expiry racing, the condition lets one write through.
+    async fn expire_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+        failure: Failure,
+    ) -> Result<Expiry, StoreError> {
+        let mut values = HashMap::from([
+            (
+                ":compensating".to_owned(),
+                s(OrderStatus::Compensating.as_str()),
+            ),
+            (
+                ":awaiting".to_owned(),
+                s(OrderStatus::AwaitingApproval.as_str()),
+            ),
+            (":token".to_owned(), s(task_token)),
+            (":at".to_owned(), ts(at)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let mut set = "SET #status = :compensating, #updated_at = :now".to_owned();
+        keep_first_failure(&mut set, &mut values, failure);
+        let update = format!("{set} REMOVE #approval_task_token, #{APPROVAL_QUEUE}");
+        let condition = "#status = :awaiting AND attribute_not_exists(#approval_decision) \
+                         AND #approval_task_token = :token AND #approval_deadline <= :at";
+        Ok(
+            match self.change_order(id, &update, condition, values).await? {
+                Change::Applied(order) => Expiry::Expired(order),
+                Change::Unchanged(order) => Expiry::Kept(order),
+            },
+        )
+    }
+
+    /// From the sparse `pending-approvals` index (eventually consistent), each order read
+    /// again consistently: one decided, expired or moved on since is left out.
+    async fn pending_approvals(
+        &self,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        let start = after.map(|c| {
+            HashMap::from([
+                (APPROVAL_QUEUE.to_owned(), s(PENDING)),
+                (APPROVAL_REQUESTED_AT.to_owned(), s(&c.at)),
+                (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
+            ])
+        });
+        let page = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(PENDING_APPROVALS_INDEX)
+            .key_condition_expression(format!("#{APPROVAL_QUEUE} = :pending"))
+            .expression_attribute_names(format!("#{APPROVAL_QUEUE}"), APPROVAL_QUEUE)
+            .expression_attribute_values(":pending", s(PENDING))
+            .scan_index_forward(true)
+            // At most one consistent batch read per page.
+            .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(sdk("Query"))?;
+        let candidates: Vec<String> = page
+            .items()
+            .iter()
+            .map(|item| Fields::of(item).string(PARTITION_KEY))
+            .collect::<Result<_, _>>()?;
+        let now = self.get_items(&candidates).await?;
+        let mut items = Vec::new();
+        for pk in &candidates {
+            let Some(item) = now.get(pk) else { continue };
+            let order = order_from(item)?;
+            let Some(approval) = order.approval else {
+                continue;
+            };
+            if let (OrderStatus::AwaitingApproval, None, Some(task_token)) =
+                (order.status, approval.decision, approval.task_token)
+            {
+                items.push(PendingApproval {
+                    order_id: order.new.order_id,
+                    amount_cents: order.new.amount_cents,
+                    currency: order.new.currency,
+                    requested_at: approval.requested_at,
+                    deadline: approval.deadline,
+                    task_token,
+                });
             }
         }
-        // The index orders by request time; ties go by order id, as in SQLite.
-        pending.sort_by(|a, b| (a.requested_at, &a.order_id).cmp(&(b.requested_at, &b.order_id)));
-        pending.truncate(limit);
-        Ok(pending)
+        // The page goes on after the last order the index gave, kept or not.
+        let next = match &page.last_evaluated_key {
+            Some(key) => {
+                let f = Fields::of(key);
+                let pk = f.string(PARTITION_KEY)?;
+                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
+                Some(
+                    QueueCursor {
+                        at: f.string(APPROVAL_REQUESTED_AT)?,
+                        order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
+                    }
+                    .to_string(),
+                )
+            }
+            None => None,
+        };
+        Ok(Page { items, next })
     }
 
     async fn list_orders(
@@ -754,8 +811,10 @@ mod tests {
                 .build()
         });
         let store = mock_store(&[&index, &now]);
-        let pending = store.pending_approvals(10).await.expect("pending");
+        let pending = store.pending_approvals(None, 10).await.expect("pending");
+        assert_eq!(pending.next, None);
         let shown: Vec<(&str, &str)> = pending
+            .items
             .iter()
             .map(|p| (p.order_id.as_str(), p.task_token.as_str()))
             .collect();

@@ -10,7 +10,7 @@ use super::{
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, IncidentCursor, OrderRepository, Page, PendingApproval,
+    Created, Decided, DecisionPlan, Expiry, OrderRepository, Page, PendingApproval, QueueCursor,
     Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
@@ -23,7 +23,8 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     execution_arn, failure_error, failure_cause, approval_requested_at, approval_task_token, \
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
     charge_id, charged_at, refund_id, refund_amount_cents, refunded_at, owner, incident_step, \
-    incident_error, incident_cause, incident_attempts, incident_since, actions FROM orders";
+    incident_error, incident_cause, incident_attempts, incident_since, actions, \
+    approval_deadline FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -72,6 +73,7 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
     let approval = match get_opt_ts(r, 14)? {
         Some(requested_at) => Some(Approval {
             requested_at,
+            deadline: get_opt_ts(r, 33)?,
             task_token: r.get(15)?,
             decision: match r.get::<_, Option<String>>(16)?.as_deref() {
                 None => None,
@@ -326,10 +328,12 @@ impl OrderRepository for SqliteStore {
         id: &OrderId,
         task_token: &str,
         at: DateTime<Utc>,
+        deadline: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError> {
         let sql = format!(
             "UPDATE orders SET status = ?2, approval_task_token = ?3, \
-             approval_requested_at = COALESCE(approval_requested_at, ?4), updated_at = ?5 \
+             approval_requested_at = COALESCE(approval_requested_at, ?4), updated_at = ?5, \
+             approval_deadline = COALESCE(approval_deadline, ?7) \
              WHERE order_id = ?1 AND approval_decision IS NULL AND {rank} <= ?6 \
              AND (status <> ?2 OR approval_task_token IS NOT ?3)",
             rank = rank_sql()
@@ -341,6 +345,7 @@ impl OrderRepository for SqliteStore {
             ts(at).into(),
             now().into(),
             i64::from(awaiting.rank()).into(),
+            deadline.map(ts).into(),
         ];
         update_and_load(self, id, sql, values).await
     }
@@ -360,7 +365,7 @@ impl OrderRepository for SqliteStore {
         let reason = reason.map(str::to_owned);
         self.write(move |conn| {
             let tx = savepoint(conn)?;
-            let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision) {
+            let (token, status) = match DecisionPlan::new(load_existing(&tx, &id)?, decision, at) {
                 DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
             };
@@ -395,18 +400,65 @@ impl OrderRepository for SqliteStore {
         .await
     }
 
-    async fn pending_approvals(&self, limit: u32) -> Result<Vec<PendingApproval>, StoreError> {
-        self.scan(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT order_id, amount_cents, currency, approval_requested_at, \
-                 approval_task_token FROM orders \
-                 WHERE status = ?1 AND approval_decision IS NULL \
-                 AND approval_task_token IS NOT NULL \
-                 ORDER BY approval_requested_at, order_id LIMIT ?2",
-            )?;
-            let rows = stmt.query_map(
-                params![OrderStatus::AwaitingApproval.as_str(), i64::from(limit)],
-                |r| {
+    async fn expire_approval(
+        &self,
+        id: &OrderId,
+        task_token: &str,
+        at: DateTime<Utc>,
+        failure: Failure,
+    ) -> Result<Expiry, StoreError> {
+        let id = id.clone();
+        let task_token = task_token.to_owned();
+        self.write(move |conn| {
+            let tx = savepoint(conn)?;
+            let changed = tx
+                .prepare_cached(&format!(
+                    "UPDATE orders SET status = ?2, approval_task_token = NULL, updated_at = ?3, \
+                     {KEEP_FIRST_FAILURE} \
+                     WHERE order_id = ?1 AND status = ?6 AND approval_decision IS NULL \
+                     AND approval_task_token = ?7 AND approval_deadline <= ?8"
+                ))?
+                .execute(params![
+                    id.as_str(),
+                    OrderStatus::Compensating.as_str(),
+                    now(),
+                    failure.error,
+                    failure.cause,
+                    OrderStatus::AwaitingApproval.as_str(),
+                    task_token,
+                    ts(at),
+                ])?;
+            let order = load_existing(&tx, &id)?;
+            tx.commit()?;
+            Ok(if changed == 1 {
+                Expiry::Expired(order)
+            } else {
+                Expiry::Kept(order)
+            })
+        })
+        .await
+    }
+
+    async fn pending_approvals(
+        &self,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        let (after_at, after_id) = match after {
+            Some(c) => (c.at.clone(), c.order_id.as_str().to_owned()),
+            None => (String::new(), String::new()),
+        };
+        let items = self
+            .scan(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT order_id, amount_cents, currency, approval_requested_at, \
+                     approval_task_token, approval_deadline FROM orders \
+                     WHERE status = 'AWAITING_APPROVAL' AND approval_decision IS NULL \
+                     AND approval_task_token IS NOT NULL \
+                     AND (approval_requested_at, order_id) > (?1, ?2) \
+                     ORDER BY approval_requested_at, order_id LIMIT ?3",
+                )?;
+                let rows = stmt.query_map(params![after_at, after_id, i64::from(limit)], |r| {
                     let id: String = r.get(0)?;
                     Ok(PendingApproval {
                         order_id: OrderId::parse(&id).map_err(|e| super::bad_column(0, e))?,
@@ -414,12 +466,15 @@ impl OrderRepository for SqliteStore {
                         currency: r.get(2)?,
                         requested_at: get_ts(r, 3)?,
                         task_token: r.get(4)?,
+                        deadline: get_opt_ts(r, 5)?,
                     })
-                },
-            )?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
+                })?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await?;
+        Ok(Page::keyed(items, limit, |p| {
+            QueueCursor::after_approval(p).to_string()
+        }))
     }
 
     async fn record_incident(
@@ -496,11 +551,11 @@ impl OrderRepository for SqliteStore {
     /// Keyset pagination by (incident time, order id), on the index of open incidents.
     async fn open_incidents(
         &self,
-        after: Option<&IncidentCursor>,
+        after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
         let (since, after_id) = after.map_or((String::new(), String::new()), |c| {
-            (c.since.clone(), c.order_id.as_str().to_owned())
+            (c.at.clone(), c.order_id.as_str().to_owned())
         });
         let limit = limit.max(1);
         self.scan(move |conn| {
@@ -513,7 +568,7 @@ impl OrderRepository for SqliteStore {
                 stmt.query_map(params![since, after_id, i64::from(limit)], order_from_row)?;
             let orders = rows.collect::<Result<Vec<_>, _>>()?;
             Ok(Page::keyed(orders, limit, |o| {
-                IncidentCursor::after(o).to_string()
+                QueueCursor::after_incident(o).to_string()
             }))
         })
         .await

@@ -169,6 +169,14 @@ ALTER TABLE orders ADD COLUMN actions TEXT NOT NULL DEFAULT '[]';
 CREATE INDEX orders_open_incidents ON orders (incident_since, order_id)
     WHERE incident_since IS NOT NULL;
 "#,
+    // 13: the approval window's deadline, fixed at the first park; the approvals' queue (orders
+    // with a parked token and no decision) paged in request order.
+    r#"
+ALTER TABLE orders ADD COLUMN approval_deadline TEXT;
+CREATE INDEX orders_pending_approvals ON orders (approval_requested_at, order_id)
+    WHERE status = 'AWAITING_APPROVAL' AND approval_decision IS NULL
+    AND approval_task_token IS NOT NULL;
+"#,
 ];
 
 /// The schema version this build writes.

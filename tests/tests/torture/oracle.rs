@@ -147,7 +147,8 @@ fn placements(plan: &Plan, record: &Record, wrong: &mut Vec<String>) {
 }
 
 /// The end the decisions' answers call for: the one decision answered 200 applies (approve
-/// ships, reject cancels); none answered 200 means the window closed.
+/// ships, reject cancels); none answered 200 means the window closed (the keeper failed the
+/// approval with `Order.ApprovalExpired` at its deadline).
 fn approval(record: &Record) -> Result<End, String> {
     let mut took_effect = BTreeSet::new();
     let mut expired = false;
@@ -168,7 +169,7 @@ fn approval(record: &Record) -> Result<End, String> {
     }
     let answers = || answers(&record.decisions);
     match (took_effect.len(), expired) {
-        (0, _) => Ok(End::Cancelled("States.Timeout")),
+        (0, _) => Ok(End::Cancelled("Order.ApprovalExpired")),
         (1, false) if took_effect.contains("approve") => Ok(End::Completed),
         (1, false) => Ok(End::Cancelled("Order.Rejected")),
         (1, true) => Err(format!(
@@ -343,7 +344,7 @@ mod tests {
         let p = plan(Payment::Visa, Some(decisions));
         let view = json!({
             "status": "CANCELLED", "executionStatus": "FAILED", "amountCents": 400_000,
-            "failure": {"error": "States.Timeout"}, "payment": {"chargeId": "ch_1"},
+            "failure": {"error": "Order.ApprovalExpired"}, "payment": {"chargeId": "ch_1"},
             "shipment": null, "reservation": {"status": "RELEASED", "lines": []},
         });
         let mut r = record(view, &["ch_1"]);

@@ -27,6 +27,9 @@ pub enum ErrorName {
     ShipmentUnavailable,
     /// An operator rejected the order.
     OrderRejected,
+    /// The approval window closed (at the deadline fixed when it opened) before an operator
+    /// decided: the approval keeper fails the parked task with it.
+    OrderApprovalExpired,
     /// The order's record is missing or inconsistent with the step (a bug, never retried).
     OrderInvalid,
     /// The store could not be reached; the step is retried.
@@ -36,7 +39,7 @@ pub enum ErrorName {
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 12] = [
+    pub const ALL: [ErrorName; 13] = [
         ErrorName::InventoryOutOfStock,
         ErrorName::PaymentDeclined,
         ErrorName::PaymentUnavailable,
@@ -46,6 +49,7 @@ impl ErrorName {
         ErrorName::ShipmentRejected,
         ErrorName::ShipmentUnavailable,
         ErrorName::OrderRejected,
+        ErrorName::OrderApprovalExpired,
         ErrorName::OrderInvalid,
         ErrorName::StoreUnavailable,
         ErrorName::StepFailed,
@@ -62,6 +66,7 @@ impl ErrorName {
             ErrorName::ShipmentRejected => "Shipment.Rejected",
             ErrorName::ShipmentUnavailable => "Shipment.Unavailable",
             ErrorName::OrderRejected => "Order.Rejected",
+            ErrorName::OrderApprovalExpired => "Order.ApprovalExpired",
             ErrorName::OrderInvalid => "Order.Invalid",
             ErrorName::StoreUnavailable => "Store.Unavailable",
             ErrorName::StepFailed => "Step.Failed",

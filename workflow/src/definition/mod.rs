@@ -108,6 +108,21 @@ pub fn transient_retries(state: &str) -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// How many times AwaitApproval re-issues its task when a heartbeat lapses: the `MaxAttempts`
+/// of its retrier on `States.HeartbeatTimeout`, read from the definition. The approval window
+/// must fit (see `SagaSettings::check`).
+pub fn heartbeat_retries() -> u32 {
+    let def: serde_json::Value = serde_json::from_str(TEMPLATE).expect("the definition is JSON");
+    def["States"][APPROVAL_STATE]["Retry"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["ErrorEquals"] == serde_json::json!(["States.HeartbeatTimeout"]))
+        .map_or(0, |r| r["MaxAttempts"].as_u64().unwrap_or(3))
+        .try_into()
+        .unwrap_or(u32::MAX)
+}
+
 /// Fills in every `${Name}` placeholder. A placeholder without a value is an error, so a
 /// definition never reaches a workflow service half rendered.
 pub fn render(substitutions: &HashMap<&str, String>) -> Result<String, String> {
@@ -313,6 +328,31 @@ mod tests {
                 "{retrier}"
             );
         }
+    }
+
+    /// A lapsed heartbeat (a crash lost the token) has a retrier of its own, which store outages
+    /// do not share, with attempts enough for long windows and few enough events that the
+    /// history stays under AWS's 25,000.
+    #[test]
+    fn the_approval_retries_lapsed_heartbeats_on_a_retrier_of_their_own() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let retriers = def["States"][APPROVAL_STATE]["Retry"].as_array().unwrap();
+        assert_eq!(
+            retriers[0]["ErrorEquals"],
+            serde_json::json!(["States.HeartbeatTimeout"])
+        );
+        let retries = heartbeat_retries();
+        assert!(retries >= 1000, "{retries}");
+        // Each lapse: ActivityTimedOut, ActivityScheduled, ActivityStarted.
+        let others: u64 = retriers[1..]
+            .iter()
+            .map(|r| r["MaxAttempts"].as_u64().unwrap())
+            .sum();
+        assert!(3 * (u64::from(retries) + others) + 100 < 25_000);
+        assert_eq!(
+            def["States"][APPROVAL_STATE]["Parameters"]["windowSeconds.$"],
+            "$.approvalWindowSeconds"
+        );
     }
 
     #[test]

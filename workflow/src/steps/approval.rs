@@ -1,21 +1,24 @@
 //! AwaitApproval: parks the task token on the order and answers nothing; an operator's decision
-//! answers it later (`decide`). The keeper heartbeats parked tokens, so a token lost in a crash
-//! (handed out, never parked) times out within the state's HeartbeatSeconds and the engine
-//! re-issues the task; a decision whose answer was lost is replayed by the re-issued task. A
-//! decision that reaches a token the approval window already closed took no effect, and says so.
+//! answers it later (`decide`). The approval window is fixed on the order when the token is
+//! first parked (its deadline); a re-issued task never moves it. The keeper heartbeats parked
+//! tokens, so a token lost in a crash (handed out, never parked) lapses within the state's
+//! HeartbeatSeconds and the engine re-issues the task; a decision whose answer was lost is
+//! applied by the re-issued task. Past the deadline, with no decision recorded, the keeper
+//! closes the window: it fails the parked token with `Order.ApprovalExpired`, and the saga
+//! compensates. A decision after the deadline takes no effect and says so.
 
 use super::{OrderInput, attempt, failed, load_order, store_failed};
 use crate::ErrorName;
-use crate::definition::APPROVAL_STATE;
 use crate::port::{WorkflowError, WorkflowPort};
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use store::{
-    Decided, Decision, Failure, Order, OrderId, OrderRepository, OrderStatus, Ports, StoreError,
+    Decided, Decision, Expiry, Failure, Order, OrderId, OrderRepository, OrderStatus,
+    PendingApproval, Ports, QueueCursor, StoreError,
 };
 
 pub struct AwaitApproval {
@@ -42,6 +45,23 @@ fn rejection_cause(order: &Order) -> String {
     }
 }
 
+/// The failure an approval window that closed undecided ends the approval with.
+pub fn expiry_failure(deadline: DateTime<Utc>) -> Failure {
+    Failure {
+        error: ErrorName::OrderApprovalExpired.as_str().to_owned(),
+        cause: format!(
+            "the approval window closed at {} before an operator decided",
+            deadline.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+    }
+}
+
+/// The window's deadline for a task whose input carries `windowSeconds`, were it parked now.
+fn deadline_from(task: &StepTask, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let seconds = task.input.get("windowSeconds")?.as_u64()?;
+    Some(now + TimeDelta::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000)))
+}
+
 #[async_trait]
 impl Step for AwaitApproval {
     async fn run(&self, task: StepTask) -> StepOutcome {
@@ -65,16 +85,35 @@ impl Step for AwaitApproval {
             }
             None => {}
         }
+        // The window closed (the keeper's expiry answer was lost): the compensation it
+        // started goes on, for the same reason.
+        if let Some(f) = order.failure.as_ref().filter(|f| {
+            order.status == OrderStatus::Compensating
+                && f.error == ErrorName::OrderApprovalExpired.as_str()
+        }) {
+            return StepOutcome::Failed {
+                error: f.error.clone(),
+                cause: f.cause.clone(),
+            };
+        }
         if order.status.is_terminal() || order.status == OrderStatus::Compensating {
             return failed(
                 ErrorName::OrderInvalid,
                 format!("order is {}", order.status.as_str()),
             );
         }
+        // A task re-issued past the deadline parks all the same: the keeper closes the window
+        // at its next round, as it does for every parked token past it.
+        let now = Utc::now();
         match self
             .ports
             .orders
-            .park_approval(&input.order_id, &task.task_token, Utc::now())
+            .park_approval(
+                &input.order_id,
+                &task.task_token,
+                now,
+                deadline_from(&task, now),
+            )
             .await
         {
             Ok(_) => StepOutcome::Parked,
@@ -94,9 +133,8 @@ pub enum DecisionResult {
     Conflict(Order),
     /// The order is not awaiting approval (not yet, never, or no longer: e.g. the window expired).
     NotAwaiting(Order),
-    /// The approval window ran out before the decision reached the workflow: it took no
-    /// effect and the order is (or is about to be) cancelled with `States.Timeout`, although
-    /// the decision may be recorded on it.
+    /// The approval window closed (its deadline passed) before the decision: it took no effect
+    /// and the order is (or is about to be) cancelled.
     Expired(Order),
     NotFound,
 }
@@ -119,8 +157,9 @@ impl DecideError {
 }
 
 /// Records an operator's decision once and answers the parked task: `SendTaskSuccess` on
-/// approval, `SendTaskFailure(Order.Rejected)` on rejection. A dead token is fine: the decision
-/// is recorded, and the task the engine re-issues answers from it.
+/// approval, `SendTaskFailure(Order.Rejected)` on rejection. A decision at or after the
+/// window's deadline is refused by the store (`Expired`). A dead token is fine: the decision is
+/// recorded before the deadline, and the task the engine re-issues answers from it.
 pub async fn decide(
     orders: &dyn OrderRepository,
     workflow: &dyn WorkflowPort,
@@ -134,15 +173,9 @@ pub async fn decide(
     }
     let (order, token) = match orders.decide(id, decision, by, reason, Utc::now()).await? {
         Decided::Applied { order, task_token } => (order, task_token),
-        // The decision made before may have come too late; then neither took effect.
-        Decided::Replayed(o) if window_ran_out(workflow, &o).await? => {
-            return Ok(DecisionResult::Expired(o));
-        }
-        Decided::Conflict(o) if window_ran_out(workflow, &o).await? => {
-            return Ok(DecisionResult::Expired(o));
-        }
         Decided::Replayed(o) => return Ok(DecisionResult::Replayed(o)),
         Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
+        Decided::Expired(o) => return Ok(DecisionResult::Expired(o)),
         Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
     };
     let answered = match decision {
@@ -162,18 +195,18 @@ pub async fn decide(
                 .await
         }
     };
-    let expired = match answered {
-        Ok(()) => false,
-        // A dead token: its heartbeat lapsed (a crash; the re-issued task answers from the
-        // recorded decision), or the window closed between the order's read and this answer.
+    match answered {
+        Ok(()) => {}
+        // A dead token: its heartbeat lapsed (a crash, an outage of the keeper). The task the
+        // engine re-issues finds the decision recorded and answers from it.
         Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
-            window_ran_out(workflow, &order).await?
+            tracing::info!(order_id = %id, "the approval's token is dead; its re-issued task applies the decision");
         }
         Err(e) => return Err(e.into()),
-    };
-    // A rejection that took effect starts the compensation: the order says so at once (the
-    // refund step records the same failure, from the same decision, if it gets there first).
-    if decision == Decision::Reject && !expired {
+    }
+    // A rejection starts the compensation: the order says so at once (the refund step records
+    // the same failure, from the same decision, if it gets there first).
+    if decision == Decision::Reject {
         let failure = Failure {
             error: ErrorName::OrderRejected.as_str().to_owned(),
             cause: rejection_cause(&order),
@@ -183,62 +216,11 @@ pub async fn decide(
             .await?;
     }
     let order = orders.get(id).await?.unwrap_or(order);
-    Ok(if expired {
-        DecisionResult::Expired(order)
-    } else {
-        DecisionResult::Applied(order)
-    })
+    Ok(DecisionResult::Applied(order))
 }
 
-/// Whether the approval window of `order` ran out: the approval state's last task attempt
-/// timed out with `States.Timeout`. The definition never retries that, so it is final; the
-/// workflow records it before the token dies, so a dead token's cause is always visible here.
-async fn window_ran_out(workflow: &dyn WorkflowPort, order: &Order) -> Result<bool, WorkflowError> {
-    let arn = order
-        .execution_arn
-        .clone()
-        .unwrap_or_else(|| workflow.execution_arn(order.id().as_str()));
-    let mut events = Vec::new();
-    let mut next_token = None;
-    loop {
-        let page = match workflow.get_execution_history(&arn, next_token, 1000).await {
-            Ok(page) => page,
-            Err(WorkflowError::ExecutionDoesNotExist(_)) => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        events.extend(page.events);
-        next_token = page.next_token;
-        if next_token.is_none() {
-            return Ok(approval_timed_out(&events));
-        }
-    }
-}
-
-/// Reads an AWS-shaped history, oldest event first: whether the last activity of the approval
-/// state that ended, ended in `ActivityTimedOut` with `States.Timeout`.
-fn approval_timed_out(events: &[Value]) -> bool {
-    let mut state = None;
-    let mut last_end = None;
-    for event in events {
-        let kind = event["type"].as_str().unwrap_or_default();
-        if kind.ends_with("StateEntered") {
-            state = event["stateEnteredEventDetails"]["name"].as_str();
-        } else if state == Some(APPROVAL_STATE)
-            && matches!(
-                kind,
-                "ActivitySucceeded" | "ActivityFailed" | "ActivityTimedOut"
-            )
-        {
-            last_end = Some(event);
-        }
-    }
-    last_end.is_some_and(|e| {
-        e["type"] == "ActivityTimedOut"
-            && e["activityTimedOutEventDetails"]["error"] == "States.Timeout"
-    })
-}
-
-/// Heartbeats every parked approval token, so the engine knows they are held.
+/// Keeps the parked approvals: heartbeats each parked token, so the engine knows it is held,
+/// and closes the windows past their deadline.
 pub struct ApprovalKeeper {
     pub orders: Arc<dyn OrderRepository>,
     pub workflow: Arc<dyn WorkflowPort>,
@@ -253,44 +235,110 @@ pub struct KeeperRound {
     /// Tokens the workflow no longer knows: their tasks timed out and were (or will be)
     /// re-issued, and the new token replaces the old one when parked.
     pub dead: usize,
+    /// Windows closed this round: their deadline passed with no decision.
+    pub expired: usize,
 }
 
-/// The most parked approvals heartbeaten in one round.
-const KEEPER_BATCH: u32 = 100_000;
+/// Parked approvals read at once: a page of the queue.
+const KEEPER_PAGE: u32 = 500;
 
 /// Heartbeats in flight at once. Each waits for a commit (embedded) or a round trip (AWS);
 /// one at a time, a round of 100,000 would take 100,000 of them, longer than the approval
 /// heartbeat on a slow disk. Together they share the commits.
 const BEATS_IN_FLIGHT: usize = 64;
 
+/// What the keeper did with one parked approval.
+enum Kept {
+    Alive,
+    Dead,
+    Expired,
+    /// Nothing known: the call failed (logged); the next round tries again.
+    Failed,
+}
+
 impl ApprovalKeeper {
+    /// One round over the whole queue, a page at a time.
     pub async fn beat_once(&self) -> Result<KeeperRound, StoreError> {
         use futures_util::StreamExt;
-        let pending = self.orders.pending_approvals(KEEPER_BATCH).await?;
-        let beats = futures_util::stream::iter(pending)
-            .map(|p| async move {
-                let beat = self.workflow.send_task_heartbeat(&p.task_token).await;
-                (p.order_id, beat)
-            })
-            .buffer_unordered(BEATS_IN_FLIGHT);
-        let round = beats
-            .fold(
-                KeeperRound::default(),
-                |mut round, (order_id, beat)| async move {
-                    match beat {
-                        Ok(()) => round.alive += 1,
-                        Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
-                            round.dead += 1
-                        }
-                        Err(e) => {
-                            tracing::warn!(%order_id, error = %e, "approval heartbeat failed");
-                        }
-                    }
-                    round
-                },
-            )
+        let mut round = KeeperRound::default();
+        let mut after: Option<QueueCursor> = None;
+        loop {
+            let page = self
+                .orders
+                .pending_approvals(after.as_ref(), KEEPER_PAGE)
+                .await?;
+            let now = Utc::now();
+            let kept: Vec<Kept> = futures_util::stream::iter(page.items)
+                .map(|p| async move { self.keep(&p, now).await })
+                .buffer_unordered(BEATS_IN_FLIGHT)
+                .collect()
+                .await;
+            for k in kept {
+                match k {
+                    Kept::Alive => round.alive += 1,
+                    Kept::Dead => round.dead += 1,
+                    Kept::Expired => round.expired += 1,
+                    Kept::Failed => {}
+                }
+            }
+            match page.next.as_deref().and_then(QueueCursor::parse) {
+                Some(next) => after = Some(next),
+                None => return Ok(round),
+            }
+        }
+    }
+
+    async fn keep(&self, pending: &PendingApproval, now: DateTime<Utc>) -> Kept {
+        let order_id = &pending.order_id;
+        if let Some(deadline) = pending.deadline.filter(|d| *d <= now) {
+            return self.expire(pending, deadline, now).await;
+        }
+        match self.workflow.send_task_heartbeat(&pending.task_token).await {
+            Ok(()) => Kept::Alive,
+            Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => Kept::Dead,
+            Err(e) => {
+                tracing::warn!(%order_id, error = %e, "approval heartbeat failed");
+                Kept::Failed
+            }
+        }
+    }
+
+    /// Closes the window in the store first (where a decision racing it either was recorded
+    /// first or is refused), then fails the token. A lost answer is fine: the token lapses, and
+    /// the re-issued task finds the order compensating for this reason and fails the same way.
+    async fn expire(
+        &self,
+        pending: &PendingApproval,
+        deadline: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Kept {
+        let order_id = &pending.order_id;
+        let failure = expiry_failure(deadline);
+        let expired = self
+            .orders
+            .expire_approval(order_id, &pending.task_token, now, failure.clone())
             .await;
-        Ok(round)
+        match expired {
+            Ok(Expiry::Expired(_)) => {}
+            // Decided, re-parked or moved on meanwhile: the next round sees it as it is.
+            Ok(Expiry::Kept(_)) => return Kept::Alive,
+            Err(e) => {
+                tracing::warn!(%order_id, error = %e, "closing an approval window failed");
+                return Kept::Failed;
+            }
+        }
+        tracing::info!(%order_id, %deadline, "approval window closed undecided");
+        match self
+            .workflow
+            .send_task_failure(&pending.task_token, &failure.error, &failure.cause)
+            .await
+        {
+            Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
+            Err(e) => {
+                tracing::warn!(%order_id, error = %e, "failing an expired approval's token failed; its re-issued task fails it");
+            }
+        }
+        Kept::Expired
     }
 
     /// Runs rounds every `interval` until `stop` turns true.
@@ -309,62 +357,5 @@ impl ApprovalKeeper {
                 }
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entered(name: &str) -> Value {
-        json!({"type": "TaskStateEntered", "stateEnteredEventDetails": {"name": name}})
-    }
-
-    fn timed_out(error: &str) -> Value {
-        json!({"type": "ActivityTimedOut", "activityTimedOutEventDetails": {"error": error}})
-    }
-
-    fn kind(kind: &str) -> Value {
-        json!({ "type": kind })
-    }
-
-    #[test]
-    fn the_window_ran_out_when_the_approval_timed_out_with_states_timeout() {
-        let history = [
-            entered("ChargePayment"),
-            kind("ActivitySucceeded"),
-            kind("ChoiceStateEntered"),
-            entered(APPROVAL_STATE),
-            kind("ActivityScheduled"),
-            kind("ActivityStarted"),
-            timed_out("States.Timeout"),
-            entered("RefundPayment"),
-            kind("ActivityScheduled"),
-        ];
-        assert!(approval_timed_out(&history));
-    }
-
-    #[test]
-    fn a_heartbeat_timeout_or_an_answer_is_no_expiry() {
-        let retried = [
-            entered(APPROVAL_STATE),
-            kind("ActivityScheduled"),
-            kind("ActivityStarted"),
-            timed_out("States.HeartbeatTimeout"),
-            kind("ActivityScheduled"),
-        ];
-        assert!(!approval_timed_out(&retried));
-        let answered = [
-            entered(APPROVAL_STATE),
-            kind("ActivityScheduled"),
-            timed_out("States.HeartbeatTimeout"),
-            kind("ActivityScheduled"),
-            kind("ActivitySucceeded"),
-            entered("CreateShipment"),
-            timed_out("States.Timeout"),
-        ];
-        assert!(!approval_timed_out(&answered), "another state's timeout");
-        assert!(!approval_timed_out(&[entered(APPROVAL_STATE)]));
-        assert!(!approval_timed_out(&[]));
     }
 }

@@ -34,8 +34,8 @@ pub struct WorkerSettings {
     /// How long a stop waits for a poll in flight before abandoning it; `None`: it waits
     /// for the poll to end. Step Functions holds a poll up to 60 s, longer than orchestrators
     /// wait for a stop (ECS and Kubernetes: 30 s). A task handed to an abandoned poll is not
-    /// lost: nobody heartbeats it, so it times out (`States.HeartbeatTimeout`, every Task's
-    /// `HeartbeatSeconds`) and the definition's Retry hands it out again. Steps already running
+    /// lost: nobody heartbeats it, so its heartbeat lapses after every Task's `HeartbeatSeconds`
+    /// and the definition's Retry on `States.HeartbeatTimeout` hands it out again. Steps already running
     /// always finish.
     pub abandon_polls_after: Option<Duration>,
 }

@@ -50,11 +50,23 @@ pub fn input(large: bool) -> Value {
         "requiresApproval": large,
         "approvalTimeoutSeconds": APPROVAL_TIMEOUT,
         "approvalHeartbeatSeconds": APPROVAL_HEARTBEAT,
+        "approvalWindowSeconds": APPROVAL_TIMEOUT - 2 * APPROVAL_HEARTBEAT,
     })
 }
 
-fn is_timeout(error: &str) -> bool {
+pub fn is_timeout(error: &str) -> bool {
     matches!(error, "States.Timeout" | "States.HeartbeatTimeout")
+}
+
+/// The error the execution records for a fault the harness names `error`: a lapsed heartbeat
+/// (`States.HeartbeatTimeout`, the name only Retry and Catch use) is recorded as
+/// `States.Timeout`, as AWS does.
+pub fn recorded(error: &str) -> &str {
+    if is_timeout(error) {
+        "States.Timeout"
+    } else {
+        error
+    }
 }
 
 /// The cause the harness reports with `error` (timeouts have none; the release step hands on
@@ -110,7 +122,9 @@ pub fn retrier(state: &str, error: &str) -> Option<Retrier> {
             let e = e.as_str().unwrap();
             e == error
                 || e == "States.ALL"
-                || (e == "States.TaskFailed" && error != "States.Timeout")
+                // A lapsed heartbeat is recorded as `States.Timeout`, which TaskFailed skips.
+                || (e == "States.TaskFailed" && !is_timeout(error))
+                || (e == "States.Timeout" && error == "States.HeartbeatTimeout")
         })
     })?;
     let retrier = Retrier {

@@ -34,6 +34,7 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &ChoiceSpec) -> Result<(
                     frame.state, frame.entered_event_id
                 )),
                 terminal: false,
+                heartbeat: false,
             })
         }
     }

@@ -289,6 +289,7 @@ pub fn failed(run: &mut Run, token: &str, error: Option<String>, cause: Option<S
             error,
             cause,
             terminal: false,
+            heartbeat: false,
         },
     );
 }
@@ -298,23 +299,18 @@ pub fn timed_out(run: &mut Run, token: &str, kind: TimeoutKind) {
         return;
     };
     let family = family_of_frame(run, id);
-    let error = Run::timeout_kind_error(kind);
+    // AWS records either timeout as `States.Timeout`; a Retry or Catch naming
+    // `States.HeartbeatTimeout` tells a lapsed heartbeat apart (see `errors::matches`).
+    let failure = Failure::timed_out(kind == TimeoutKind::Heartbeat);
     let mut details = family.base_details();
-    details.insert("error".to_owned(), json!(error));
+    details.insert("error".to_owned(), json!(failure.error));
     run.emit(
         Some(id),
         &format!("{}TimedOut", family.prefix()),
         Some(Value::Object(details)),
     );
     close(run, id, token);
-    run.state_failed(
-        id,
-        Failure {
-            error: Some(error.to_owned()),
-            cause: None,
-            terminal: false,
-        },
-    );
+    run.state_failed(id, failure);
 }
 
 fn close(run: &mut Run, id: u64, token: &str) {

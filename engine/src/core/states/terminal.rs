@@ -20,6 +20,7 @@ pub fn fail(run: &mut Run, id: u64, spec: &FailSpec) -> Result<(), Failure> {
         error,
         cause,
         terminal: false,
+        heartbeat: false,
     })
 }
 

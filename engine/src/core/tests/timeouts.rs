@@ -6,16 +6,18 @@ fn activity(extra: Value) -> Harness {
     h
 }
 
+/// As AWS records it: a lapsed heartbeat is `States.Timeout` in the history and in the
+/// execution's failure, like the task's own timeout.
 #[test]
-fn heartbeat_timeout_fails_with_states_heartbeat_timeout() {
+fn a_lapsed_heartbeat_fails_with_states_timeout() {
     let mut h = activity(json!({"HeartbeatSeconds": 5}));
     let token = h.token();
     h.start_task("w");
     h.time_out_task(TimeoutKind::Heartbeat);
-    assert_eq!(h.failure(), (Some("States.HeartbeatTimeout".into()), None));
+    assert_eq!(h.failure(), (Some("States.Timeout".into()), None));
     assert_eq!(
         h.details("ActivityTimedOut"),
-        json!({"error": "States.HeartbeatTimeout"})
+        json!({"error": "States.Timeout"})
     );
     assert!(h.actions.contains(&Action::CloseTask { token }));
     assert_eq!(
@@ -50,7 +52,7 @@ fn service_task_timeout_records_task_timed_out() {
 }
 
 #[test]
-fn heartbeat_timeout_can_be_retried_by_name() {
+fn a_lapsed_heartbeat_is_retried_by_states_heartbeat_timeout() {
     let mut h = activity(json!({
         "HeartbeatSeconds": 5,
         "Retry": [{"ErrorEquals": ["States.HeartbeatTimeout"], "MaxAttempts": 1}]
@@ -60,6 +62,57 @@ fn heartbeat_timeout_can_be_retried_by_name() {
     h.fire_timer();
     h.succeed_task(json!(1));
     assert_eq!(h.output(), json!(1));
+}
+
+#[test]
+fn a_task_timeout_is_not_retried_by_states_heartbeat_timeout() {
+    let mut h = activity(json!({
+        "TimeoutSeconds": 5,
+        "HeartbeatSeconds": 2,
+        "Retry": [{"ErrorEquals": ["States.HeartbeatTimeout"], "MaxAttempts": 1}]
+    }));
+    h.time_out_task(TimeoutKind::Task);
+    assert_eq!(h.error(), "States.Timeout");
+}
+
+/// One state, both names: the heartbeat's retrier comes first and takes the lapsed heartbeat;
+/// the task's own timeout passes it by and the `States.Timeout` catcher takes it.
+#[test]
+fn heartbeat_and_task_timeouts_take_their_own_retrier_and_catcher() {
+    let extra = json!({
+        "TimeoutSeconds": 5,
+        "HeartbeatSeconds": 2,
+        "Retry": [{"ErrorEquals": ["States.HeartbeatTimeout"], "MaxAttempts": 1}],
+        "Catch": [{"ErrorEquals": ["States.Timeout"], "Next": "Caught"}]
+    });
+    let def = |extra: &Value| {
+        let mut def = task_machine(ACTIVITY, extra.clone());
+        def["States"]["S"]["Next"] = json!("Caught");
+        def["States"]["S"].as_object_mut().unwrap().remove("End");
+        def["States"]["Caught"] = json!({"Type": "Pass", "End": true});
+        def
+    };
+    let mut h = Harness::new(def(&extra), json!({}));
+    h.start();
+    h.time_out_task(TimeoutKind::Heartbeat);
+    assert_eq!(h.status(), ExecutionStatus::Running, "retried");
+    h.fire_timer();
+    h.time_out_task(TimeoutKind::Heartbeat);
+    assert_eq!(h.output(), json!({"Error": "States.Timeout"}), "caught");
+    let mut h = Harness::new(def(&extra), json!({}));
+    h.start();
+    h.time_out_task(TimeoutKind::Task);
+    assert_eq!(
+        h.output(),
+        json!({"Error": "States.Timeout"}),
+        "caught at once"
+    );
+    let scheduled = h
+        .event_types()
+        .iter()
+        .filter(|t| **t == "ActivityScheduled")
+        .count();
+    assert_eq!(scheduled, 1, "never retried");
 }
 
 #[test]
@@ -154,4 +207,33 @@ fn stop_during_a_retry_back_off_cancels_its_timer() {
             .actions
             .contains(&Action::CancelTimer { timer_id: timer })
     );
+}
+
+#[test]
+fn a_service_tasks_lapsed_heartbeat_records_states_timeout_too() {
+    let mut h = Harness::new(
+        task_machine(
+            SERVICE,
+            json!({
+                "TimeoutSeconds": 50,
+                "HeartbeatSeconds": 5,
+                "Retry": [{"ErrorEquals": ["States.HeartbeatTimeout"], "MaxAttempts": 1}]
+            }),
+        ),
+        json!({}),
+    );
+    h.start();
+    h.time_out_task(TimeoutKind::Heartbeat);
+    assert_eq!(
+        h.details("TaskTimedOut"),
+        json!({"resourceType": "sqs", "resource": "sendMessage", "error": "States.Timeout"})
+    );
+    assert_eq!(
+        h.status(),
+        ExecutionStatus::Running,
+        "retried by the heartbeat's name"
+    );
+    h.fire_timer();
+    h.time_out_task(TimeoutKind::Heartbeat);
+    assert_eq!(h.failure(), (Some("States.Timeout".into()), None));
 }
