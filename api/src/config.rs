@@ -570,6 +570,18 @@ pub struct ServeArgs {
     )]
     pub approval_heartbeat: Duration,
 
+    /// With `--backend aws`: how many heartbeats per second the approval keepers of all
+    /// replicas send together (each its shards' share), well below Step Functions'
+    /// `SendTaskHeartbeat` refill (300–500 a second per account). With the heartbeat, it bounds
+    /// how many approvals can wait at once: each is heartbeaten several times a heartbeat.
+    #[arg(
+        long,
+        env = "FULFILLMENT_APPROVAL_KEEPER_RATE",
+        default_value_t = NonZeroU32::new(100).expect("non-zero"),
+        value_name = "PER_SECOND"
+    )]
+    pub approval_keeper_rate: NonZeroU32,
+
     /// The largest request body accepted (larger ones are answered 413).
     #[arg(
         long,
@@ -852,6 +864,8 @@ pub struct Settings {
     /// `None`: generate one at start-up.
     pub operator_token: Option<OperatorToken>,
     pub saga: SagaSettings,
+    /// Heartbeats per second of all replicas' approval keepers together (AWS backend).
+    pub keeper_rate: NonZeroU32,
     pub limits: HttpLimits,
     pub rate_limits: RateLimitSettings,
     pub log_format: LogFormat,
@@ -909,6 +923,7 @@ impl From<ServeArgs> for Settings {
                 approval_timeout: a.approval_timeout,
                 approval_heartbeat: a.approval_heartbeat,
             },
+            keeper_rate: a.approval_keeper_rate,
             limits: HttpLimits {
                 max_body_bytes: a.max_body_bytes,
                 request_timeout: a.request_timeout,
@@ -1028,6 +1043,7 @@ mod tests {
         assert_eq!(s.saga.approval_threshold_cents, 100_000);
         assert_eq!(s.saga.approval_timeout, Duration::from_secs(3 * 24 * 3600));
         assert_eq!(s.saga.approval_heartbeat, Duration::from_secs(300));
+        assert_eq!(s.keeper_rate.get(), 100);
         assert_eq!(s.limits.max_body_bytes, 64 * 1024);
         assert_eq!(s.limits.request_timeout, Duration::from_secs(30));
         assert_eq!(s.limits.read_timeout, Duration::from_secs(10));

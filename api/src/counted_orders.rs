@@ -108,6 +108,19 @@ impl OrderRepository for CountedOrders {
         self.orders.pending_approvals(after, limit).await
     }
 
+    fn approval_shards(&self) -> u32 {
+        self.orders.approval_shards()
+    }
+
+    async fn pending_approvals_in(
+        &self,
+        shard: u32,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        self.orders.pending_approvals_in(shard, after, limit).await
+    }
+
     /// Counts the order as ended `COMPENSATION_FAILED` (again, when a redriven compensation
     /// gives up once more).
     async fn record_incident(

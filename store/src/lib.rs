@@ -14,7 +14,7 @@ pub mod ports;
 
 pub use domain::*;
 pub use error::{GatewayError, StoreError};
-pub use lease::{Lease, Unshared};
+pub use lease::{Lease, ShardLeases, Unshared};
 pub use ports::*;
 pub mod dynamodb;
 pub mod easypost;

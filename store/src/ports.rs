@@ -266,6 +266,29 @@ pub trait OrderRepository: Send + Sync {
         limit: u32,
     ) -> Result<Page<PendingApproval>, StoreError>;
 
+    /// How many shards the approvals' queue is kept in: the approval keepers' unit of work,
+    /// each read by one replica at a time. 1 unless an adapter splits it.
+    fn approval_shards(&self) -> u32 {
+        1
+    }
+
+    /// [`OrderRepository::pending_approvals`] of one shard (`0..approval_shards()`), in request
+    /// order. A page may hold fewer than `limit` and still have a `next`.
+    async fn pending_approvals_in(
+        &self,
+        shard: u32,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        match shard {
+            0 => self.pending_approvals(after, limit).await,
+            _ => Ok(Page {
+                items: Vec::new(),
+                next: None,
+            }),
+        }
+    }
+
     /// Records that a compensation gave up: the order moves to `COMPENSATION_FAILED` with the
     /// incident (and `failure`, when none is recorded yet). An incident already open keeps its
     /// `since` and takes the newer step, error, cause and attempts (a redriven compensation
@@ -320,8 +343,8 @@ pub enum Resolved {
 /// The cursor of a page of a queue of orders kept in time order (open incidents by their
 /// `since`, pending approvals by their `requested_at`): the last order's time and id. Times are
 /// stored as fixed-width RFC 3339 text, so the pair orders as the page does. As text (a page's
-/// `next`), `{at}|{orderId}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `next`), `{at}|{orderId}`. Positions compare as the queue orders them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct QueueCursor {
     pub at: String,
     pub order_id: OrderId,

@@ -53,22 +53,30 @@ async fn raw_item(
         .unwrap_or_else(|| panic!("no item {pk}"))
 }
 
-/// Order ids in the pending-approvals index, read straight from it.
+/// Order ids in the pending-approvals index, read straight from it, every shard.
 async fn indexed(client: &Client, store: &DynamoStore) -> Vec<String> {
-    client
-        .query()
-        .table_name(store.table())
-        .index_name(dynamodb::PENDING_APPROVALS_INDEX)
-        .key_condition_expression("#q = :pending")
-        .expression_attribute_names("#q", dynamodb::APPROVAL_QUEUE)
-        .expression_attribute_values(":pending", AttributeValue::S(dynamodb::PENDING.to_owned()))
-        .send()
-        .await
-        .expect("query index")
-        .items()
-        .iter()
-        .map(|item| item[dynamodb::PARTITION_KEY].as_s().expect("pk").clone())
-        .collect()
+    let mut ids = Vec::new();
+    for shard in 0..=dynamodb::APPROVAL_SHARDS {
+        let page = client
+            .query()
+            .table_name(store.table())
+            .index_name(dynamodb::PENDING_APPROVALS_INDEX)
+            .key_condition_expression("#q = :pending")
+            .expression_attribute_names("#q", dynamodb::APPROVAL_QUEUE)
+            .expression_attribute_values(
+                ":pending",
+                AttributeValue::S(dynamodb::approval_queue(shard)),
+            )
+            .send()
+            .await
+            .expect("query index");
+        ids.extend(
+            page.items()
+                .iter()
+                .map(|item| item[dynamodb::PARTITION_KEY].as_s().expect("pk").clone()),
+        );
+    }
+    ids
 }
 
 #[tokio::test]
@@ -301,6 +309,101 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
     let item = raw_item(&client, &store, &format!("ORDER#{decided}")).await;
     assert!(item.contains_key(dynamodb::APPROVAL_REQUESTED_AT));
     assert!(!item.contains_key(dynamodb::APPROVAL_QUEUE));
+}
+
+/// The queue is split into shards by order id: each shard pages in request order, every
+/// waiting order is in the shard of its id once, an order parked before the queue was sharded
+/// is read as the last shard, and the operators' list merges them all.
+#[tokio::test]
+async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time() {
+    use store::QueueCursor;
+    let (client, store) = fresh_store().await;
+    let base = now() - chrono::Duration::days(1);
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let id = order_id("sharded");
+        store.create(new_order(&id)).await.expect("create");
+        let at = base + chrono::Duration::seconds(i);
+        store
+            .park_approval(&id, &format!("token-{i}"), at, None)
+            .await
+            .expect("park");
+        ids.push(id);
+    }
+    // One parked before there were shards: its queue is the old single one.
+    let old = order_id("unsharded");
+    store.create(new_order(&old)).await.expect("create");
+    store
+        .park_approval(&old, "token-old", base - chrono::Duration::seconds(1), None)
+        .await
+        .expect("park");
+    client
+        .update_item()
+        .table_name(store.table())
+        .key(
+            dynamodb::PARTITION_KEY,
+            AttributeValue::S(format!("ORDER#{old}")),
+        )
+        .update_expression("SET #q = :old")
+        .expression_attribute_names("#q", dynamodb::APPROVAL_QUEUE)
+        .expression_attribute_values(":old", AttributeValue::S(dynamodb::PENDING.to_owned()))
+        .send()
+        .await
+        .expect("make it old");
+
+    assert_eq!(store.approval_shards(), dynamodb::APPROVAL_SHARDS + 1);
+    let mut seen = Vec::new();
+    let mut used = 0;
+    for shard in 0..store.approval_shards() {
+        let mut in_shard = Vec::new();
+        let mut after: Option<QueueCursor> = None;
+        loop {
+            let page = store
+                .pending_approvals_in(shard, after.as_ref(), 3)
+                .await
+                .expect("a page");
+            in_shard.extend(page.items);
+            match page.next {
+                Some(next) => after = Some(QueueCursor::parse(&next).expect("a cursor")),
+                None => break,
+            }
+        }
+        let times: Vec<_> = in_shard.iter().map(|p| p.requested_at).collect();
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "shard {shard}: {times:?}"
+        );
+        for p in &in_shard {
+            let expected = if p.order_id == old {
+                dynamodb::APPROVAL_SHARDS
+            } else {
+                dynamodb::approval_shard(p.order_id.as_str())
+            };
+            assert_eq!(shard, expected, "{}", p.order_id);
+        }
+        used += u32::from(!in_shard.is_empty());
+        seen.extend(in_shard.into_iter().map(|p| p.order_id));
+    }
+    assert!(used > 5, "40 orders spread over {used} shards");
+    let mut expected = ids.clone();
+    expected.push(old.clone());
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected, "every waiting order once");
+
+    // The operators' list: all of them, oldest first, across pages.
+    let listed = store::contract::all_pages(7, |after| {
+        let store = store.clone();
+        async move {
+            let cursor = after.map(|a| QueueCursor::parse(&a).expect("a cursor"));
+            store.pending_approvals(cursor.as_ref(), 7).await
+        }
+    })
+    .await;
+    let listed: Vec<_> = listed.into_iter().map(|p| p.order_id).collect();
+    let mut in_order = vec![old];
+    in_order.extend(ids);
+    assert_eq!(listed, in_order);
 }
 
 /// A stock item counted before the total was kept has no `stocked`: it reads as unknown (the

@@ -1,5 +1,6 @@
-//! The repair loop's lease on DynamoDB (moto): one holder at a time, renewed while held, taken
-//! over once its holder stops renewing it, given up at once on release.
+//! The leases on DynamoDB (moto): the repair loop's (one holder at a time, renewed while held,
+//! taken over once its holder stops renewing it, given up at once on release) and the approval
+//! keeper's shards (shared out among the holders alive).
 
 use std::time::{Duration, Instant};
 use store::DynamoStore;
@@ -67,4 +68,62 @@ async fn a_released_lease_is_taken_at_once_and_a_release_by_another_changes_noth
         "free as soon as its holder gave it up"
     );
     assert!(!a.hold().await.unwrap());
+}
+
+/// The approval keeper's shards: shared out evenly among the holders alive, each shard held by
+/// one of them, and all of them taken over by the one left when the other stops (dies).
+#[tokio::test]
+async fn shards_are_shared_evenly_held_once_and_taken_over_from_a_holder_that_died() {
+    use store::ShardLeases;
+    use store::dynamodb::DynamoShardLeases;
+    let store = table().await;
+    let ttl = Duration::from_secs(2);
+    let holder = |name: &str| DynamoShardLeases::new(store.clone(), "keeper", name, ttl).unwrap();
+    let (a, b) = (holder("replica_a"), holder("replica_b"));
+    assert!(DynamoShardLeases::new(store.clone(), "keeper", "not-valid", ttl).is_err());
+    const SHARDS: u32 = 17;
+
+    assert_eq!(
+        a.balance(SHARDS).await.unwrap().len(),
+        17,
+        "alone, A holds all"
+    );
+    assert!(b.balance(SHARDS).await.unwrap().is_empty(), "none free yet");
+    // A sees B alive and gives up what is above its share; B takes it.
+    assert_eq!(a.balance(SHARDS).await.unwrap().len(), 9);
+    let (mut held_a, held_b) = (
+        a.balance(SHARDS).await.unwrap(),
+        b.balance(SHARDS).await.unwrap(),
+    );
+    assert_eq!(held_b.len(), 8, "{held_b:?}");
+    held_a.extend(&held_b);
+    held_a.sort_unstable();
+    assert_eq!(
+        held_a,
+        (0..SHARDS).collect::<Vec<_>>(),
+        "each shard held once"
+    );
+    // Balanced: another round changes nothing.
+    assert_eq!(b.balance(SHARDS).await.unwrap(), held_b);
+
+    // A stops balancing: once its leases and its mark of life expire, B takes every shard.
+    let stopped = Instant::now();
+    loop {
+        let held = b.balance(SHARDS).await.unwrap();
+        if held.len() == SHARDS as usize {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(20),
+            "never taken over: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Another comes and gets its share; a holder leaving gives its shards up at once.
+    let c = holder("replica_c");
+    c.balance(SHARDS).await.unwrap();
+    b.balance(SHARDS).await.unwrap();
+    assert_eq!(c.balance(SHARDS).await.unwrap().len(), 8);
+    c.release_all(SHARDS).await.unwrap();
+    assert_eq!(b.balance(SHARDS).await.unwrap().len(), SHARDS as usize);
 }

@@ -8,6 +8,7 @@ use blackbox::faults::{Dialect, FaultProxy, Faults};
 use blackbox::{Audit, Server, order};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
@@ -498,4 +499,105 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     for replica in [a, b] {
         replica.stop();
     }
+}
+
+/// A gauge or counter of a replica's `/metrics`.
+async fn metric(server: &Server, name: &str) -> u64 {
+    let text = server.metrics().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("fulfillment_{name} ")))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or_else(|| panic!("no {name} in {text}"), |v| v as u64)
+}
+
+/// Two replicas share the approval keeper: the queue's shards are split between them, each
+/// parked approval is kept by one of them, and when one is killed the other takes its shards
+/// over before any token's heartbeat lapses. Approved, every order ships.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_share_the_approval_keeper_and_one_takes_over_when_the_other_dies() {
+    use store::dynamodb::{APPROVAL_SHARDS, approval_shard};
+    let stack = AwsStack::start().await;
+    // A short heartbeat: rounds every 2 s, leases of 4 s.
+    let args = ["--approval-heartbeat", "10s", "--approval-timeout", "1h"];
+    let mut a = stack.replica(&args);
+    let b = stack.replica(&args);
+    // Orders whose ids fall in every shard of the queue: both replicas keep some.
+    let mut ids: Vec<String> = Vec::new();
+    let mut covered = vec![false; APPROVAL_SHARDS as usize];
+    for i in 0.. {
+        let id = format!("aws-kept-{i}");
+        let shard = approval_shard(&id) as usize;
+        if !covered[shard] {
+            covered[shard] = true;
+            ids.push(id);
+        }
+        if ids.len() == APPROVAL_SHARDS as usize {
+            break;
+        }
+    }
+    a.stock("aws-organ", ids.len() as u64, 300_000).await;
+    for id in &ids {
+        let placed = a
+            .place(&order(id, "aws-organ", 1, 300_000, "pm_card_visa"))
+            .await;
+        assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    }
+    for id in &ids {
+        b.reaches(id, "AWAITING_APPROVAL").await;
+    }
+    let parked = ids.len() as u64;
+    let shards = u64::from(APPROVAL_SHARDS) + 1;
+
+    // Balanced: the shards are split, and each parked approval is kept by one replica a round.
+    let until = std::time::Instant::now() + blackbox::DEADLINE;
+    loop {
+        let held = (
+            metric(&a, "approval_keeper_shards").await,
+            metric(&b, "approval_keeper_shards").await,
+        );
+        let kept = (
+            metric(&a, "approval_keeper_last_round_approvals").await,
+            metric(&b, "approval_keeper_last_round_approvals").await,
+        );
+        let split = held.0 + held.1 == shards && held.0 > 0 && held.1 > 0;
+        if split && kept.0 + kept.1 == parked && kept.0 > 0 && kept.1 > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never split: shards {held:?}, kept {kept:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    a.kill();
+    let until = std::time::Instant::now() + blackbox::DEADLINE;
+    loop {
+        let held = metric(&b, "approval_keeper_shards").await;
+        let kept = metric(&b, "approval_keeper_last_round_approvals").await;
+        if held == shards && kept == parked {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "never taken over: {held} shards, {kept} kept"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Taken over in time: no approval's heartbeat lapsed, none was re-issued.
+    for id in &ids {
+        let history = b.history(id).await;
+        assert!(
+            !history.iter().any(|e| e == "ActivityTimedOut"),
+            "{id}: {history:?}"
+        );
+    }
+    for id in &ids {
+        let decided = b.decide(id, "approve").await;
+        assert_eq!(decided.status, StatusCode::OK, "{}", decided.text);
+    }
+    for id in &ids {
+        b.ends(id, "COMPLETED", "SUCCEEDED").await;
+    }
+    b.stop();
 }

@@ -524,6 +524,7 @@ fn help_documents_every_setting_and_its_environment_variable() {
         ),
         ("--approval-timeout", "FULFILLMENT_APPROVAL_TIMEOUT"),
         ("--approval-heartbeat", "FULFILLMENT_APPROVAL_HEARTBEAT"),
+        ("--approval-keeper-rate", "FULFILLMENT_APPROVAL_KEEPER_RATE"),
         ("--max-body-bytes", "FULFILLMENT_MAX_BODY_BYTES"),
         ("--request-timeout", "FULFILLMENT_REQUEST_TIMEOUT"),
         ("--read-timeout", "FULFILLMENT_READ_TIMEOUT"),

@@ -24,8 +24,9 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use store::dynamodb::{DynamoLease, DynamoStore};
+use store::dynamodb::{DynamoLease, DynamoShardLeases, DynamoStore};
 use store::easypost::{EasyPostShipping, LabelBook};
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use store::{
@@ -35,6 +36,7 @@ use store::{
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
 use workflow::definition::Activity;
+use workflow::steps::approval::{KeeperSettings, KeeperStats};
 use workflow::{EmbeddedWorkflow, SagaWorkers, WorkerSettings, WorkflowError, WorkflowPort};
 
 mod auditing;
@@ -465,6 +467,7 @@ mod tests {
             },
             operator_token: None,
             saga: Default::default(),
+            keeper_rate: std::num::NonZeroU32::new(100).unwrap(),
             limits: Default::default(),
             rate_limits: Default::default(),
             log_format: crate::config::LogFormat::Text,

@@ -86,6 +86,80 @@ pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
     (approval_heartbeat / 5).max(Duration::from_secs(1))
 }
 
+/// The lease name of the approval keeper's shards (`LEASE#keeper-{shard}` on DynamoDB).
+const KEEPER_LEASE: &str = "keeper";
+
+/// The approval keeper of this process: alone with the embedded backend; on AWS sharing the
+/// queue's shards with the other replicas under leases of two rounds, renewed every half round.
+/// A replica that dies leaves its shards free within two rounds; another takes them within half
+/// a round more and keeps them at once: its tokens, last heartbeaten at most a round before the
+/// death, are kept within about three and a half rounds, before their heartbeat lapses (five).
+/// Each replica keeps its shards' share of `--approval-keeper-rate`.
+fn keeper_settings(
+    settings: &Settings,
+    lease_table: Option<DynamoStore>,
+    stats: Arc<KeeperStats>,
+) -> Result<KeeperSettings, StartupError> {
+    let heartbeat = settings.saga.approval_heartbeat;
+    let interval = keeper_interval(heartbeat);
+    let Some(table) = lease_table else {
+        return Ok(KeeperSettings {
+            stats,
+            ..KeeperSettings::unshared(interval, heartbeat)
+        });
+    };
+    let owner = format!("keeper_{}", uuid::Uuid::new_v4().simple());
+    let leases = DynamoShardLeases::new(table, KEEPER_LEASE, owner, interval * 2)
+        .map_err(|e| StartupError::Config(e.to_string()))?;
+    Ok(KeeperSettings {
+        interval,
+        lapse_after: heartbeat,
+        leases: Arc::new(leases),
+        rate: Some(settings.keeper_rate),
+        stats,
+    })
+}
+
+/// The keeper's counters as metrics.
+fn keeper_metrics(stats: &Arc<KeeperStats>) -> Vec<SampledMetric> {
+    let read = |f: fn(&KeeperStats) -> &AtomicU64| {
+        let stats = stats.clone();
+        Box::new(move || f(&stats).load(Ordering::Relaxed)) as Box<dyn Fn() -> u64 + Send + Sync>
+    };
+    vec![
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "approval_heartbeats",
+            help: "Heartbeats the approval keeper sent for parked approval tokens",
+            read: read(|s| &s.heartbeats),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "approvals_expired",
+            help: "Approval windows the keeper closed undecided at their deadline",
+            read: read(|s| &s.expired),
+        },
+        SampledMetric {
+            kind: SampledKind::Gauge,
+            name: "approval_keeper_shards",
+            help: "Shards of the approvals' queue this replica keeps",
+            read: read(|s| &s.shards_held),
+        },
+        SampledMetric {
+            kind: SampledKind::Gauge,
+            name: "approval_keeper_round_milliseconds",
+            help: "How long the approval keeper's last round took",
+            read: read(|s| &s.last_round_ms),
+        },
+        SampledMetric {
+            kind: SampledKind::Gauge,
+            name: "approval_keeper_last_round_approvals",
+            help: "Parked approvals the approval keeper's last round kept (heartbeaten or closed)",
+            read: read(|s| &s.last_round_kept),
+        },
+    ]
+}
+
 /// A started service: the stack is open, the workers run and the listener is bound; requests
 /// are served once [`Service::serve`] runs.
 pub struct Service {
@@ -209,6 +283,8 @@ impl Service {
             }
             false => (None, None),
         };
+        let keeper_stats = Arc::new(KeeperStats::default());
+        sampled.extend(keeper_metrics(&keeper_stats));
         let metrics = Metrics::with_sampled(sampled);
         // The steps' view of the orders counts the sagas they end.
         let step_ports = Ports {
@@ -223,7 +299,7 @@ impl Service {
             workflow.clone(),
             move |a| activity_arns[&a].clone(),
             worker_settings(settings.backend.kind),
-            keeper_interval(settings.saga.approval_heartbeat),
+            keeper_settings(settings, lease_table.clone(), keeper_stats)?,
         );
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),

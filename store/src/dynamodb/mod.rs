@@ -37,11 +37,11 @@ mod ledger;
 mod orders;
 pub mod table;
 
-pub use lease::DynamoLease;
+pub use lease::{DynamoLease, DynamoShardLeases};
 pub use table::{
-    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, INCIDENT_QUEUE, INCIDENT_SINCE, INDEXES,
-    OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX,
-    PENDING_APPROVALS_PROJECTION, create_table,
+    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, INCIDENT_QUEUE, INCIDENT_SINCE,
+    INDEXES, OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX,
+    PENDING_APPROVALS_PROJECTION, approval_queue, approval_shard, create_table,
 };
 
 use crate::error::StoreError;

@@ -15,8 +15,9 @@
 
 use super::codec::{Fields, Item, json, n, s, ts};
 use super::table::{
-    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN,
-    OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX, prefix,
+    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN,
+    OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING_APPROVALS_INDEX, approval_queue,
+    approval_queue_of, prefix,
 };
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
@@ -249,6 +250,93 @@ impl DynamoStore {
         self.get(id)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("order {id}")))
+    }
+}
+
+impl DynamoStore {
+    /// One page of the approvals' shard `shard` (eventually consistent index), the entries
+    /// after `after` in request order, each order read again consistently: one decided,
+    /// expired or moved on since is left out. Also, when the shard holds more, the position of
+    /// the last entry read.
+    async fn queue_page(
+        &self,
+        shard: u32,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<(Vec<PendingApproval>, Option<QueueCursor>), StoreError> {
+        let queue = approval_queue(shard);
+        let mut start = None;
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(self.table())
+                .index_name(PENDING_APPROVALS_INDEX)
+                .expression_attribute_names(format!("#{APPROVAL_QUEUE}"), APPROVAL_QUEUE)
+                .expression_attribute_values(":queue", s(&queue))
+                .scan_index_forward(true)
+                // At most one consistent batch read per page.
+                .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
+                .set_exclusive_start_key(start.take());
+            query = match after {
+                // From the cursor's time on: a cursor is a position, not necessarily an entry.
+                Some(c) => query
+                    .key_condition_expression(format!(
+                        "#{APPROVAL_QUEUE} = :queue AND #{APPROVAL_REQUESTED_AT} >= :at"
+                    ))
+                    .expression_attribute_names(
+                        format!("#{APPROVAL_REQUESTED_AT}"),
+                        APPROVAL_REQUESTED_AT,
+                    )
+                    .expression_attribute_values(":at", s(&c.at)),
+                None => query.key_condition_expression(format!("#{APPROVAL_QUEUE} = :queue")),
+            };
+            let page = query.send().await.map_err(sdk("Query"))?;
+            let position = |key: &Item| -> Result<QueueCursor, StoreError> {
+                let f = Fields::of(key);
+                let pk = f.string(PARTITION_KEY)?;
+                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
+                Ok(QueueCursor {
+                    at: f.string(APPROVAL_REQUESTED_AT)?,
+                    order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
+                })
+            };
+            let mut candidates = Vec::new();
+            for key in page.items() {
+                let at = position(key)?;
+                if after.is_none_or(|c| &at > c) {
+                    candidates.push(order_pk(&at.order_id));
+                }
+            }
+            let more = page.last_evaluated_key.as_ref().map(position).transpose()?;
+            // Entries all at the cursor (it was one of them): read on from the last.
+            if candidates.is_empty() && more.is_some() {
+                start = page.last_evaluated_key;
+                continue;
+            }
+            let now = self.get_items(&candidates).await?;
+            let mut items = Vec::new();
+            for pk in &candidates {
+                let Some(item) = now.get(pk) else { continue };
+                let order = order_from(item)?;
+                let Some(approval) = order.approval else {
+                    continue;
+                };
+                if let (OrderStatus::AwaitingApproval, None, Some(task_token)) =
+                    (order.status, approval.decision, approval.task_token)
+                {
+                    items.push(PendingApproval {
+                        order_id: order.new.order_id,
+                        amount_cents: order.new.amount_cents,
+                        currency: order.new.currency,
+                        requested_at: approval.requested_at,
+                        deadline: approval.deadline,
+                        task_token,
+                    });
+                }
+            }
+            return Ok((items, more));
+        }
     }
 }
 
@@ -564,7 +652,7 @@ impl OrderRepository for DynamoStore {
             (":token".to_owned(), s(task_token)),
             (":at".to_owned(), ts(at)),
             (":now".to_owned(), ts(Utc::now())),
-            (":pending".to_owned(), s(PENDING)),
+            (":pending".to_owned(), s(&approval_queue_of(id.as_str()))),
         ]);
         let statuses = status_in(&from, &mut values).expect("statuses lead to AWAITING_APPROVAL");
         // The last clause skips a write that would change nothing (the same token again).
@@ -676,78 +764,55 @@ impl OrderRepository for DynamoStore {
         )
     }
 
-    /// From the sparse `pending-approvals` index (eventually consistent), each order read
-    /// again consistently: one decided, expired or moved on since is left out.
+    /// The shards of the index, merged in request order: each shard's next entries after the
+    /// cursor, up to the first position where a shard may hold more than was read.
     async fn pending_approvals(
         &self,
         after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<PendingApproval>, StoreError> {
-        let start = after.map(|c| {
-            HashMap::from([
-                (APPROVAL_QUEUE.to_owned(), s(PENDING)),
-                (APPROVAL_REQUESTED_AT.to_owned(), s(&c.at)),
-                (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
-            ])
-        });
-        let page = self
-            .client
-            .query()
-            .table_name(self.table())
-            .index_name(PENDING_APPROVALS_INDEX)
-            .key_condition_expression(format!("#{APPROVAL_QUEUE} = :pending"))
-            .expression_attribute_names(format!("#{APPROVAL_QUEUE}"), APPROVAL_QUEUE)
-            .expression_attribute_values(":pending", s(PENDING))
-            .scan_index_forward(true)
-            // At most one consistent batch read per page.
-            .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(sdk("Query"))?;
-        let candidates: Vec<String> = page
-            .items()
-            .iter()
-            .map(|item| Fields::of(item).string(PARTITION_KEY))
-            .collect::<Result<_, _>>()?;
-        let now = self.get_items(&candidates).await?;
-        let mut items = Vec::new();
-        for pk in &candidates {
-            let Some(item) = now.get(pk) else { continue };
-            let order = order_from(item)?;
-            let Some(approval) = order.approval else {
-                continue;
-            };
-            if let (OrderStatus::AwaitingApproval, None, Some(task_token)) =
-                (order.status, approval.decision, approval.task_token)
-            {
-                items.push(PendingApproval {
-                    order_id: order.new.order_id,
-                    amount_cents: order.new.amount_cents,
-                    currency: order.new.currency,
-                    requested_at: approval.requested_at,
-                    deadline: approval.deadline,
-                    task_token,
-                });
-            }
-        }
-        // The page goes on after the last order the index gave, kept or not.
-        let next = match &page.last_evaluated_key {
-            Some(key) => {
-                let f = Fields::of(key);
-                let pk = f.string(PARTITION_KEY)?;
-                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
-                Some(
-                    QueueCursor {
-                        at: f.string(APPROVAL_REQUESTED_AT)?,
-                        order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
-                    }
-                    .to_string(),
-                )
-            }
-            None => None,
+        let limit = limit.clamp(1, 100);
+        let shards = futures_util::future::try_join_all(
+            (0..self.approval_shards()).map(|shard| self.queue_page(shard, after, limit)),
+        )
+        .await?;
+        // Past the earliest place a shard stopped reading, an entry of that shard may be missing.
+        let horizon = shards.iter().filter_map(|(_, more)| more.clone()).min();
+        let mut items: Vec<(QueueCursor, PendingApproval)> = shards
+            .into_iter()
+            .flat_map(|(items, _)| items)
+            .map(|p| (QueueCursor::after_approval(&p), p))
+            .filter(|(at, _)| horizon.as_ref().is_none_or(|h| at <= h))
+            .collect();
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        let next = if items.len() > limit as usize {
+            items.truncate(limit as usize);
+            items.last().map(|(at, _)| at.to_string())
+        } else {
+            horizon.map(|h| h.to_string())
         };
-        Ok(Page { items, next })
+        Ok(Page {
+            items: items.into_iter().map(|(_, p)| p).collect(),
+            next,
+        })
+    }
+
+    fn approval_shards(&self) -> u32 {
+        // The shards, and the queue of orders parked before there were shards.
+        APPROVAL_SHARDS + 1
+    }
+
+    async fn pending_approvals_in(
+        &self,
+        shard: u32,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<PendingApproval>, StoreError> {
+        let (items, more) = self.queue_page(shard, after, limit).await?;
+        Ok(Page {
+            items,
+            next: more.map(|m| m.to_string()),
+        })
     }
 
     async fn list_orders(
@@ -778,7 +843,7 @@ mod tests {
             ("status".to_owned(), s("AWAITING_APPROVAL")),
             ("approval_requested_at".to_owned(), ts(Utc::now())),
             ("approval_task_token".to_owned(), s(token)),
-            (APPROVAL_QUEUE.to_owned(), s(PENDING)),
+            (APPROVAL_QUEUE.to_owned(), s(approval_queue(0))),
         ]);
         for (name, value) in change {
             item.insert((*name).to_owned(), value.clone());
@@ -799,9 +864,15 @@ mod tests {
             ],
         );
         let reparked = parked("reparked", "token-new", &[]);
+        // What the KEYS_ONLY index holds: the table's key and the index's.
         let keys: Vec<Item> = [&decided, &reparked]
             .iter()
-            .map(|item| HashMap::from([(PARTITION_KEY.to_owned(), item[PARTITION_KEY].clone())]))
+            .map(|item| {
+                [PARTITION_KEY, APPROVAL_QUEUE, APPROVAL_REQUESTED_AT]
+                    .iter()
+                    .map(|k| ((*k).to_owned(), item[*k].clone()))
+                    .collect()
+            })
             .collect();
         let index = mock!(Client::query)
             .then_output(move || QueryOutput::builder().set_items(Some(keys.clone())).build());
@@ -811,7 +882,10 @@ mod tests {
                 .build()
         });
         let store = mock_store(&[&index, &now]);
-        let pending = store.pending_approvals(None, 10).await.expect("pending");
+        let pending = store
+            .pending_approvals_in(0, None, 10)
+            .await
+            .expect("pending");
         assert_eq!(pending.next, None);
         let shown: Vec<(&str, &str)> = pending
             .items

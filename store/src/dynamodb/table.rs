@@ -11,11 +11,12 @@
 //! | index | [`OPEN_INCIDENTS_INDEX`] `open-incidents`: [`INCIDENT_QUEUE`] (S, HASH), [`INCIDENT_SINCE`] (S, RANGE), projection `KEYS_ONLY` |
 //!
 //! The index is sparse: only an order awaiting a decision with a parked token carries
-//! `approval_queue` (always [`PENDING`]), so the index holds exactly the operators' queue,
-//! oldest request first. One hash key value puts the whole queue in one index partition; that
-//! is fine for the few orders that need an approval (a partition takes about a thousand writes
-//! a second), and it is what lets one `Query` return them in order. Should the queue ever grow
-//! past that, shard the hash key (`PENDING#0`…`PENDING#n`) and merge the queries.
+//! `approval_queue`, so the index holds exactly the operators' queue. Its hash key is one of
+//! [`APPROVAL_SHARDS`] values, `PENDING#0`…`PENDING#15`, by a hash of the order id
+//! ([`approval_queue_of`]): no index partition takes every approval's writes, and the approval
+//! keepers of several replicas split the queue by shard (each shard read by the one replica
+//! that holds its lease). Each shard is in request order; the operators' list merges them.
+//! Orders parked before the queue was sharded carry [`PENDING`], read as one more shard.
 //!
 //! `open-incidents` is sparse the same way: only an order whose compensation gave up and waits
 //! for a person carries `incident_queue` (always [`OPEN`]). A table made before it existed gets
@@ -38,14 +39,39 @@ use std::time::Duration;
 pub const PARTITION_KEY: &str = "pk";
 /// The sparse index of orders awaiting an operator's decision.
 pub const PENDING_APPROVALS_INDEX: &str = "pending-approvals";
-/// Hash key of [`PENDING_APPROVALS_INDEX`], set (to [`PENDING`]) only while an order awaits a
-/// decision with a parked token.
+/// Hash key of [`PENDING_APPROVALS_INDEX`], set (to [`approval_queue_of`] the order) only while
+/// an order awaits a decision with a parked token.
 pub const APPROVAL_QUEUE: &str = "approval_queue";
 /// Range key of [`PENDING_APPROVALS_INDEX`]: when the approval was first requested, as
 /// fixed-width RFC 3339 text, which sorts chronologically.
 pub const APPROVAL_REQUESTED_AT: &str = "approval_requested_at";
-/// The one value of [`APPROVAL_QUEUE`].
+/// The [`APPROVAL_QUEUE`] of orders parked before the queue was sharded; now [`approval_queue_of`]
+/// gives `PENDING#{shard}`.
 pub const PENDING: &str = "PENDING";
+/// How many shards the approvals' queue is split into (beside the [`PENDING`] of old orders).
+pub const APPROVAL_SHARDS: u32 = 16;
+
+/// The approvals' shard of an order: a hash of its id, the same in every build and replica.
+pub fn approval_shard(order_id: &str) -> u32 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(order_id.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % APPROVAL_SHARDS
+}
+
+/// The [`APPROVAL_QUEUE`] value of shard `shard`: `PENDING#{shard}`, and for the shard after
+/// the last, [`PENDING`] (the orders parked before the queue was sharded).
+pub fn approval_queue(shard: u32) -> String {
+    if shard < APPROVAL_SHARDS {
+        format!("{PENDING}#{shard}")
+    } else {
+        PENDING.to_owned()
+    }
+}
+
+/// The [`APPROVAL_QUEUE`] an order parks in.
+pub fn approval_queue_of(order_id: &str) -> String {
+    approval_queue(approval_shard(order_id))
+}
 /// The sparse index of orders with an open incident.
 pub const OPEN_INCIDENTS_INDEX: &str = "open-incidents";
 /// Hash key of [`OPEN_INCIDENTS_INDEX`], set (to [`OPEN`]) only while an incident is open.

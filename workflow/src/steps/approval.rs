@@ -14,11 +14,13 @@ use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use store::{
     Decided, Decision, Expiry, Failure, Order, OrderId, OrderRepository, OrderStatus,
-    PendingApproval, Ports, QueueCursor, StoreError,
+    PendingApproval, Ports, QueueCursor, ShardLeases, StoreError, Unshared,
 };
 
 pub struct AwaitApproval {
@@ -220,12 +222,59 @@ pub async fn decide(
 }
 
 /// Keeps the parked approvals: heartbeats each parked token, so the engine knows it is held,
-/// and closes the windows past their deadline.
+/// and closes the windows past their deadline. The queue is kept in shards
+/// ([`OrderRepository::approval_shards`]); a replica keeps the shards it holds leases on
+/// ([`ShardLeases`]), so each token is heartbeaten by one replica, at its shards' share of an
+/// account-wide rate.
 pub struct ApprovalKeeper {
     pub orders: Arc<dyn OrderRepository>,
     pub workflow: Arc<dyn WorkflowPort>,
-    /// Must be well below the AwaitApproval state's HeartbeatSeconds.
+    pub settings: KeeperSettings,
+}
+
+/// How the keeper runs.
+#[derive(Clone)]
+pub struct KeeperSettings {
+    /// The pause between rounds: well below the AwaitApproval state's HeartbeatSeconds.
     pub interval: Duration,
+    /// The AwaitApproval state's HeartbeatSeconds: a round (with its pause) that comes near it
+    /// puts the tokens at risk of lapsing, and is logged.
+    pub lapse_after: Duration,
+    /// Which shards of the queue this replica keeps.
+    pub leases: Arc<dyn ShardLeases>,
+    /// Heartbeats (and expiries) per second across all replicas, each keeping its shards'
+    /// share; `None`: no limit (the embedded engine has no quota).
+    pub rate: Option<NonZeroU32>,
+    /// What the keeper did, for `/metrics`.
+    pub stats: Arc<KeeperStats>,
+}
+
+impl KeeperSettings {
+    /// One process keeps every shard, unpaced: the embedded backend.
+    pub fn unshared(interval: Duration, lapse_after: Duration) -> KeeperSettings {
+        KeeperSettings {
+            interval,
+            lapse_after,
+            leases: Arc::new(Unshared),
+            rate: None,
+            stats: Arc::default(),
+        }
+    }
+}
+
+/// The keeper's counters, read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct KeeperStats {
+    /// Heartbeats sent (answered or not).
+    pub heartbeats: AtomicU64,
+    /// Approval windows closed undecided.
+    pub expired: AtomicU64,
+    /// Shards of the queue this replica holds now.
+    pub shards_held: AtomicU64,
+    /// How long the last round took, in milliseconds.
+    pub last_round_ms: AtomicU64,
+    /// How many parked approvals the last round kept.
+    pub last_round_kept: AtomicU64,
 }
 
 /// One round of the keeper.
@@ -237,10 +286,12 @@ pub struct KeeperRound {
     pub dead: usize,
     /// Windows closed this round: their deadline passed with no decision.
     pub expired: usize,
+    /// The shards this replica kept.
+    pub shards: usize,
 }
 
-/// Parked approvals read at once: a page of the queue.
-const KEEPER_PAGE: u32 = 500;
+/// Parked approvals read at once: a page of a shard.
+const KEEPER_PAGE: u32 = 100;
 
 /// Heartbeats in flight at once. Each waits for a commit (embedded) or a round trip (AWS);
 /// one at a time, a round of 100,000 would take 100,000 of them, longer than the approval
@@ -256,36 +307,122 @@ enum Kept {
     Failed,
 }
 
+type Pace = governor::DefaultDirectRateLimiter;
+
 impl ApprovalKeeper {
-    /// One round over the whole queue, a page at a time.
-    pub async fn beat_once(&self) -> Result<KeeperRound, StoreError> {
+    /// One round over the shards in `held`, a page at a time; a shard the balancer gives up
+    /// meanwhile is left at the next page.
+    pub async fn beat_once(
+        &self,
+        held: &tokio::sync::watch::Receiver<Vec<u32>>,
+    ) -> Result<KeeperRound, StoreError> {
         use futures_util::StreamExt;
-        let mut round = KeeperRound::default();
-        let mut after: Option<QueueCursor> = None;
-        loop {
-            let page = self
-                .orders
-                .pending_approvals(after.as_ref(), KEEPER_PAGE)
-                .await?;
-            let now = Utc::now();
-            let kept: Vec<Kept> = futures_util::stream::iter(page.items)
-                .map(|p| async move { self.keep(&p, now).await })
-                .buffer_unordered(BEATS_IN_FLIGHT)
-                .collect()
-                .await;
-            for k in kept {
-                match k {
-                    Kept::Alive => round.alive += 1,
-                    Kept::Dead => round.dead += 1,
-                    Kept::Expired => round.expired += 1,
-                    Kept::Failed => {}
+        let started = std::time::Instant::now();
+        let shards = self.orders.approval_shards();
+        let mine = held.borrow().clone();
+        let pace = self.pace(mine.len(), shards);
+        let mut round = KeeperRound {
+            shards: mine.len(),
+            ..KeeperRound::default()
+        };
+        for shard in mine {
+            let mut after: Option<QueueCursor> = None;
+            while held.borrow().contains(&shard) {
+                let page = self
+                    .orders
+                    .pending_approvals_in(shard, after.as_ref(), KEEPER_PAGE)
+                    .await?;
+                let now = Utc::now();
+                let pace = pace.as_ref();
+                let kept: Vec<Kept> = futures_util::stream::iter(page.items)
+                    .map(|p| async move {
+                        if let Some(pace) = pace {
+                            pace.until_ready().await;
+                        }
+                        self.keep(&p, now).await
+                    })
+                    .buffer_unordered(BEATS_IN_FLIGHT)
+                    .collect()
+                    .await;
+                for k in kept {
+                    match k {
+                        Kept::Alive => round.alive += 1,
+                        Kept::Dead => round.dead += 1,
+                        Kept::Expired => round.expired += 1,
+                        Kept::Failed => {}
+                    }
+                }
+                match page.next.as_deref().and_then(QueueCursor::parse) {
+                    Some(next) => after = Some(next),
+                    None => break,
                 }
             }
-            match page.next.as_deref().and_then(QueueCursor::parse) {
-                Some(next) => after = Some(next),
-                None => return Ok(round),
+        }
+        let took = started.elapsed();
+        let stats = &self.settings.stats;
+        stats.last_round_ms.store(
+            u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        stats.last_round_kept.store(
+            (round.alive + round.dead + round.expired) as u64,
+            Ordering::Relaxed,
+        );
+        if took + self.settings.interval > self.settings.lapse_after / 2 {
+            tracing::warn!(
+                seconds = took.as_secs_f64(),
+                parked = round.alive + round.dead,
+                "the approval keeper's round takes over half the approval heartbeat: parked \
+                 tokens risk lapsing (raise --approval-keeper-rate, or --approval-heartbeat)"
+            );
+        }
+        Ok(round)
+    }
+
+    /// Keeps this replica's shards: balances the leases twice a round, publishing the shards
+    /// held, until `stop`; then gives them up, so other replicas take them at once.
+    async fn balance(
+        leases: Arc<dyn ShardLeases>,
+        shards: u32,
+        every: Duration,
+        held: tokio::sync::watch::Sender<Vec<u32>>,
+        stats: Arc<KeeperStats>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            match leases.balance(shards).await {
+                Ok(now) => {
+                    stats.shards_held.store(now.len() as u64, Ordering::Relaxed);
+                    held.send_if_modified(|was| {
+                        let changed = *was != now;
+                        *was = now;
+                        changed
+                    });
+                }
+                // Leases not renewed expire: the shards go to another replica, not to two.
+                Err(e) => {
+                    tracing::warn!(error = %e, "balancing the approval keeper's shards failed")
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.wait_for(|s| *s) => break,
             }
         }
+        if let Err(e) = leases.release_all(shards).await {
+            tracing::warn!(error = %e, "giving up the approval keeper's shards failed");
+        }
+    }
+
+    /// This replica's pace: its `held` shards' share of the account-wide rate.
+    fn pace(&self, held: usize, shards: u32) -> Option<Pace> {
+        let rate = self.settings.rate?;
+        let share = u64::from(rate.get()) * held as u64 / u64::from(shards.max(1));
+        let share = NonZeroU32::new(u32::try_from(share).unwrap_or(u32::MAX).max(1))?;
+        // No burst above a second's share: the quota's bucket is the account's, not ours.
+        Some(governor::RateLimiter::direct(governor::Quota::per_second(
+            share,
+        )))
     }
 
     async fn keep(&self, pending: &PendingApproval, now: DateTime<Utc>) -> Kept {
@@ -293,6 +430,10 @@ impl ApprovalKeeper {
         if let Some(deadline) = pending.deadline.filter(|d| *d <= now) {
             return self.expire(pending, deadline, now).await;
         }
+        self.settings
+            .stats
+            .heartbeats
+            .fetch_add(1, Ordering::Relaxed);
         match self.workflow.send_task_heartbeat(&pending.task_token).await {
             Ok(()) => Kept::Alive,
             Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => Kept::Dead,
@@ -327,6 +468,7 @@ impl ApprovalKeeper {
                 return Kept::Failed;
             }
         }
+        self.settings.stats.expired.fetch_add(1, Ordering::Relaxed);
         tracing::info!(%order_id, %deadline, "approval window closed undecided");
         match self
             .workflow
@@ -341,21 +483,34 @@ impl ApprovalKeeper {
         Kept::Expired
     }
 
-    /// Runs rounds every `interval` until `stop` turns true.
-    pub fn spawn(
-        self,
-        mut stop: tokio::sync::watch::Receiver<bool>,
-    ) -> tokio::task::JoinHandle<()> {
+    /// Runs rounds every `interval` (and at once when it gains shards) until `stop` turns
+    /// true; its leases are balanced beside the rounds, every half interval.
+    pub fn spawn(self, stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
+            let (held_tx, mut held) = tokio::sync::watch::channel(Vec::new());
+            let balancer = tokio::spawn(ApprovalKeeper::balance(
+                self.settings.leases.clone(),
+                self.orders.approval_shards(),
+                self.settings.interval / 2,
+                held_tx,
+                self.settings.stats.clone(),
+                stop.clone(),
+            ));
+            let mut stop = stop;
             loop {
-                if let Err(e) = self.beat_once().await {
+                held.mark_unchanged();
+                if let Err(e) = self.beat_once(&held).await {
                     tracing::warn!(error = %e, "approval keeper round failed");
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(self.interval) => {}
+                    _ = tokio::time::sleep(self.settings.interval) => {}
+                    // Shards taken over from a replica that died: their tokens are already
+                    // waiting longer than ours.
+                    Ok(()) = held.changed() => {}
                     _ = stop.wait_for(|s| *s) => break,
                 }
             }
+            let _ = balancer.await;
         })
     }
 }

@@ -5,7 +5,7 @@
 use super::{RunningPool, WorkerPool, WorkerSettings};
 use crate::definition::Activity;
 use crate::port::WorkflowPort;
-use crate::steps::approval::ApprovalKeeper;
+use crate::steps::approval::{ApprovalKeeper, KeeperSettings};
 use crate::{EmbeddedWorkflow, steps};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,14 +21,14 @@ pub struct SagaWorkers {
 }
 
 impl SagaWorkers {
-    /// Starts a worker for every activity (`activity_arn` names each one's ARN) and the keeper,
-    /// which heartbeats parked approvals every `keeper_interval`.
+    /// Starts a worker for every activity (`activity_arn` names each one's ARN) and the keeper
+    /// of parked approvals.
     pub fn start(
         ports: &Ports,
         workflow: Arc<dyn WorkflowPort>,
         activity_arn: impl Fn(Activity) -> String,
         settings: WorkerSettings,
-        keeper_interval: Duration,
+        keeper: KeeperSettings,
     ) -> SagaWorkers {
         let pool = Activity::ALL
             .into_iter()
@@ -41,7 +41,7 @@ impl SagaWorkers {
         let keeper = ApprovalKeeper {
             orders: ports.orders.clone(),
             workflow,
-            interval: keeper_interval,
+            settings: keeper,
         }
         .spawn(stop);
         SagaWorkers {
@@ -51,7 +51,8 @@ impl SagaWorkers {
         }
     }
 
-    /// [`SagaWorkers::start`] on the embedded workflow, whose activities it knows.
+    /// [`SagaWorkers::start`] on the embedded workflow, whose activities it knows, its keeper
+    /// running rounds every `keeper_interval` over the whole queue.
     pub fn start_embedded(
         ports: &Ports,
         workflow: Arc<EmbeddedWorkflow>,
@@ -64,7 +65,8 @@ impl SagaWorkers {
             workflow,
             move |a| arns.activity_arn(a).to_owned(),
             settings,
-            keeper_interval,
+            // Parked tokens lapse after at least five rounds (see `keeper_interval`).
+            KeeperSettings::unshared(keeper_interval, keeper_interval * 5),
         )
     }
 
