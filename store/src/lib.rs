@@ -11,6 +11,7 @@ pub mod error;
 mod http;
 pub mod lease;
 pub mod ports;
+pub mod retry;
 
 pub use domain::*;
 pub use error::{GatewayError, StoreError};

@@ -93,7 +93,8 @@ pub(crate) enum Transacted {
 }
 
 /// How often a transaction cancelled only by other transactions on its items (or throttling) is
-/// tried, backing off from 10 ms, doubling, before the store reports itself unavailable.
+/// tried, pausing from 10 ms, doubling, with a jitter of each caller's own
+/// (`crate::retry::pauses`), before the store reports itself unavailable.
 const TRANSACTION_ATTEMPTS: u32 = 8;
 
 impl DynamoStore {
@@ -152,7 +153,11 @@ impl DynamoStore {
         // BatchGetItem takes 100 keys a call, and may leave some unprocessed when throttled.
         for chunk in pks.chunks(100) {
             let mut keys: Vec<Item> = chunk.iter().map(|pk| key(pk.clone())).collect();
-            let mut pause = Duration::from_millis(10);
+            let mut pauses = crate::retry::pauses(
+                Duration::from_millis(10),
+                Duration::from_secs(1),
+                Some(UNPROCESSED_TRIES),
+            );
             while !keys.is_empty() {
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(keys))
@@ -180,8 +185,14 @@ impl DynamoStore {
                     .map(|k| k.keys)
                     .unwrap_or_default();
                 if !keys.is_empty() {
+                    let Some(pause) = pauses.next() else {
+                        return Err(StoreError::Unavailable(format!(
+                            "DynamoDB BatchGetItem left {} keys unprocessed {UNPROCESSED_TRIES} \
+                             times (throttled)",
+                            keys.len()
+                        )));
+                    };
                     tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
                 }
             }
         }
@@ -358,8 +369,11 @@ impl DynamoStore {
         &self,
         items: Vec<TransactWriteItem>,
     ) -> Result<Transacted, StoreError> {
-        let mut pause = Duration::from_millis(10);
-        let mut attempt = 1;
+        let mut pauses = crate::retry::pauses(
+            Duration::from_millis(10),
+            Duration::from_millis(500),
+            Some(TRANSACTION_ATTEMPTS as usize - 1),
+        );
         loop {
             let sent = self
                 .client
@@ -394,23 +408,17 @@ impl DynamoStore {
             if !transient {
                 return Err(StoreError::Internal(message));
             }
-            if attempt == TRANSACTION_ATTEMPTS {
-                return Err(StoreError::Unavailable(message));
+            match pauses.next() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Err(StoreError::Unavailable(message)),
             }
-            tokio::time::sleep(pause + jitter(pause)).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
-            attempt += 1;
         }
     }
 }
 
-/// Up to `pause` more, so that transactions that conflicted do not retry in lockstep.
-fn jitter(pause: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    Duration::from_nanos(u64::from(nanos) % (pause.as_nanos() as u64).max(1))
-}
+/// How often a `BatchGetItem` is sent again for the keys DynamoDB left unprocessed (it does so
+/// when throttled) before the read is given up as unavailable.
+const UNPROCESSED_TRIES: usize = 10;
 
 /// The code of a cancellation reason whose condition failed.
 pub(crate) const CONDITION_FAILED: &str = "ConditionalCheckFailed";

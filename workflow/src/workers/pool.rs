@@ -2,7 +2,7 @@
 //! before it polls, and a graceful stop that abandons no task.
 
 use super::Step;
-use super::task::{self, Backoff};
+use super::task;
 use crate::port::WorkflowPort;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +26,8 @@ pub struct WorkerSettings {
     /// `HeartbeatSeconds` (20 s in the saga).
     pub heartbeat_interval: Duration,
     /// The first back-off after a transient error of the workflow service; it doubles up to
-    /// `max_retry_backoff`.
+    /// `max_retry_backoff`, each pause lengthened by a random part of itself
+    /// (`store::retry::pauses`), so workers that failed together do not try again together.
     pub retry_backoff: Duration,
     pub max_retry_backoff: Duration,
     /// How many times a step's answer is tried when the workflow service is unavailable.
@@ -199,7 +200,8 @@ async fn poll_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let settings = &worker.settings;
-    let mut backoff = Backoff::new(settings.retry_backoff, settings.max_retry_backoff);
+    let fresh = || store::retry::pauses(settings.retry_backoff, settings.max_retry_backoff, None);
+    let mut pauses = fresh();
     loop {
         let slot = tokio::select! {
             biased;
@@ -230,18 +232,18 @@ async fn poll_loop(
         };
         let error = match polled {
             Ok(Some(handle)) => {
-                backoff.reset();
+                pauses = fresh();
                 tokio::spawn(task::run(worker.clone(), handle, slot));
                 continue;
             }
             Ok(None) => {
-                backoff.reset();
+                pauses = fresh();
                 continue;
             }
             Err(e) => e,
         };
         drop(slot);
-        let delay = backoff.next_delay();
+        let delay = pauses.next().unwrap_or(settings.max_retry_backoff);
         if error.is_transient() {
             tracing::warn!(activity = %worker.activity, error = %error, ?delay, "polling failed; retrying");
         } else {

@@ -7,7 +7,6 @@ use crate::port::{TaskHandle, WorkflowError};
 use serde_json::Value;
 use std::any::Any;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument;
@@ -125,7 +124,7 @@ async fn answer(worker: &ActivityWorker, token: &str, outcome: StepOutcome) {
             cause: truncate_chars(cause, MAX_CAUSE_CHARS),
         },
     };
-    let mut backoff = Backoff::new(settings.retry_backoff, settings.max_retry_backoff);
+    let mut pauses = store::retry::pauses(settings.retry_backoff, settings.max_retry_backoff, None);
     let attempts = settings.answer_attempts.max(1);
     for attempt in 1..=attempts {
         let sent = match &report {
@@ -147,7 +146,7 @@ async fn answer(worker: &ActivityWorker, token: &str, outcome: StepOutcome) {
                 return;
             }
             Err(e) if e.is_transient() && attempt < attempts => {
-                let delay = backoff.next_delay();
+                let delay = pauses.next().unwrap_or(settings.max_retry_backoff);
                 tracing::warn!(error = %e, attempt, ?delay, "answering failed; retrying");
                 tokio::time::sleep(delay).await;
             }
@@ -167,33 +166,6 @@ fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
-/// Exponential back-off: `initial`, doubling up to `max`.
-pub(super) struct Backoff {
-    initial: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        Backoff {
-            initial,
-            max,
-            next: initial.min(max),
-        }
-    }
-
-    pub fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.max);
-        delay
-    }
-
-    pub fn reset(&mut self) {
-        self.next = self.initial.min(self.max);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,15 +181,6 @@ mod tests {
                 .count(),
             256
         );
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_its_cap_and_resets() {
-        let mut b = Backoff::new(Duration::from_millis(200), Duration::from_millis(1000));
-        let delays: Vec<u64> = (0..5).map(|_| b.next_delay().as_millis() as u64).collect();
-        assert_eq!(delays, [200, 400, 800, 1000, 1000]);
-        b.reset();
-        assert_eq!(b.next_delay(), Duration::from_millis(200));
     }
 
     #[test]
