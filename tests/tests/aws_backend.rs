@@ -601,3 +601,50 @@ async fn two_replicas_share_the_approval_keeper_and_one_takes_over_when_the_othe
     }
     b.stop();
 }
+
+/// On AWS a lapsed heartbeat and the window's end are both `States.Timeout` in the history, so
+/// nothing may be told from it: after the replica that parked an approval is killed and its
+/// token lapses, the task re-issued to another replica keeps the deadline the first park put
+/// on the order, and an approval then takes effect and ships the order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_on_a_token_reissued_after_a_kill_takes_effect_on_the_aws_backend() {
+    let stack = AwsStack::start().await;
+    let args = ["--approval-heartbeat", "2s", "--approval-timeout", "1h"];
+    let mut first = stack.replica(&args);
+    first.stock("aws-lute", 1, 300_000).await;
+    let placed = first
+        .place(&order(
+            "aws-reissued",
+            "aws-lute",
+            1,
+            300_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    let parked = first.reaches("aws-reissued", "AWAITING_APPROVAL").await;
+    first.kill();
+
+    // Its keeper gone, the parked token lapses; the next replica's worker takes the task again
+    // and parks a fresh token.
+    let second = stack.replica(&args);
+    let until = std::time::Instant::now() + blackbox::DEADLINE;
+    while !second
+        .history("aws-reissued")
+        .await
+        .iter()
+        .any(|e| e == "ActivityTimedOut")
+    {
+        assert!(std::time::Instant::now() < until, "the token never lapsed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let reparked = second.reaches("aws-reissued", "AWAITING_APPROVAL").await;
+    assert_eq!(
+        reparked["approval"]["deadline"], parked["approval"]["deadline"],
+        "the window did not move"
+    );
+    let decided = second.decide("aws-reissued", "approve").await;
+    assert_eq!(decided.status, StatusCode::OK, "{}", decided.text);
+    second.ends("aws-reissued", "COMPLETED", "SUCCEEDED").await;
+    second.stop();
+}
