@@ -13,8 +13,11 @@ use std::time::Duration;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
     let stack = AwsStack::start().await;
-    let a = stack.replica(&[]);
-    let b = stack.replica(&[]);
+    // Keeper rounds every second on every replica: whichever keeps the queue's shard of an
+    // order closes its window within a second of the deadline (a round is the precision).
+    let keeper = ["--approval-heartbeat", "5s", "--approval-timeout", "1h"];
+    let a = stack.replica(&keeper);
+    let b = stack.replica(&keeper);
     // Orders placed here get a two-second approval window (it travels in the execution's
     // input, and its deadline is fixed on the order, so whichever replica works the task or
     // keeps the approvals honours it).
