@@ -188,7 +188,9 @@ mod tests {
     use super::*;
     use async_trait::async_trait;
     use std::sync::Mutex;
-    use workflow::{ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle};
+    use workflow::{
+        ExecutionInfo, HistoryPage, RedriveOutcome, RunningPage, StartedExecution, TaskHandle,
+    };
 
     /// A workflow that records the starts it is asked for, failing the first `unavailable`
     /// of them transiently.
@@ -222,6 +224,12 @@ mod tests {
             })
         }
         async fn describe_execution(&self, _: &str) -> Result<ExecutionInfo, WorkflowError> {
+            unimplemented!()
+        }
+        async fn list_running_executions(
+            &self,
+            _: Option<String>,
+        ) -> Result<RunningPage, WorkflowError> {
             unimplemented!()
         }
         async fn get_execution_history(

@@ -4,12 +4,15 @@
 
 use crate::definition::{self, Activity, STATE_MACHINE_NAME};
 use crate::port::{
-    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
-    WorkflowPort,
+    ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
+    TaskHandle, WorkflowError, WorkflowPort,
 };
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
-use engine::{Engine, EngineError, GetExecutionHistoryInput, StartExecutionInput, Timestamps};
+use engine::{
+    Engine, EngineError, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput,
+    StartExecutionInput, Timestamps,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -185,6 +188,30 @@ impl WorkflowPort for EmbeddedWorkflow {
             redrive_date: d.redrive_date,
             redrive_status: Some(d.redrive_status.as_str().to_owned()),
             redrive_status_reason: d.redrive_status_reason,
+        })
+    }
+
+    async fn list_running_executions(
+        &self,
+        next_token: Option<String>,
+    ) -> Result<RunningPage, WorkflowError> {
+        let page = self
+            .engine
+            .list_executions(ListExecutionsInput {
+                state_machine_arn: self.state_machine_arn.clone(),
+                status_filter: Some(ExecutionStatus::Running),
+                max_results: Some(RUNNING_PAGE),
+                next_token,
+            })
+            .await
+            .map_err(map_error)?;
+        Ok(RunningPage {
+            execution_arns: page
+                .executions
+                .into_iter()
+                .map(|e| e.execution_arn)
+                .collect(),
+            next_token: page.next_token,
         })
     }
 

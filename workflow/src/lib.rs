@@ -14,8 +14,8 @@ pub use aws::AwsWorkflow;
 pub use definition::{ErrorName, SagaInput, SagaSettings};
 pub use embedded::EmbeddedWorkflow;
 pub use port::{
-    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
-    WorkflowPort,
+    ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
+    TaskHandle, WorkflowError, WorkflowPort,
 };
 pub use workers::{
     RunningPool, SagaWorkers, Step, StepOutcome, StepTask, WorkerPool, WorkerSettings,

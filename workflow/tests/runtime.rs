@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
 use workflow::port::HistoryPage;
 use workflow::{
-    EmbeddedWorkflow, ExecutionInfo, RedriveOutcome, StartedExecution, Step, StepOutcome, StepTask,
-    TaskHandle, WorkerPool, WorkerSettings, WorkflowError, WorkflowPort,
+    EmbeddedWorkflow, ExecutionInfo, RedriveOutcome, RunningPage, StartedExecution, Step,
+    StepOutcome, StepTask, TaskHandle, WorkerPool, WorkerSettings, WorkflowError, WorkflowPort,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -461,6 +461,12 @@ impl WorkflowPort for Flaky {
     }
     async fn describe_execution(&self, arn: &str) -> Result<ExecutionInfo, WorkflowError> {
         self.inner.describe_execution(arn).await
+    }
+    async fn list_running_executions(
+        &self,
+        next_token: Option<String>,
+    ) -> Result<RunningPage, WorkflowError> {
+        self.inner.list_running_executions(next_token).await
     }
     async fn get_execution_history(
         &self,

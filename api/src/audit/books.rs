@@ -20,8 +20,8 @@ use store::{Charge, Order, OrderId, OrderStatus, Page, Ports, Refund, Reservatio
 const PAGE: u32 = 500;
 
 /// Execution and token lookups in flight at once. On AWS, DescribeExecution's token bucket is 300
-/// refilled at 15/s: past a few hundred running orders the SDK's throttling retries pace the
-/// audit, whatever this is (listing RUNNING executions instead would take one call per 1,000).
+/// refilled at 15/s, so the running executions are listed instead (a thousand a call) and only
+/// the few unfinished orders not among them are looked up one by one.
 const LOOKUPS_IN_FLIGHT: usize = 8;
 
 /// Where the books are read.
@@ -30,6 +30,13 @@ pub struct Sources {
     /// The orders, the stock and the payment provider's books (the carrier is not read).
     pub ports: Ports,
     pub executions: Arc<dyn Executions>,
+    /// Whether to ask, for each approval token parked under a running execution, if it is
+    /// still an open task (on AWS a `SendTaskHeartbeat` each; a token under an execution that
+    /// is not running is known dead without asking). The repair loop does not: it has no remedy for a dead token,
+    /// the approval keeper heartbeats every parked token each round anyway (counting the dead
+    /// ones in `fulfillment_approval_tokens_dead_total`) and the workflow re-issues them; a
+    /// heartbeat per parked approval per pass would spend the keeper's quota twice.
+    pub check_parked_tokens: bool,
 }
 
 /// What the rules need of an order (a few fields of it, so that a large store's books fit in
@@ -131,7 +138,8 @@ impl Books {
         })
         .await?;
 
-        // One lookup per running order: several at a time, as a round trip each on AWS. Owned
+        // The running executions listed (AWS: a thousand a call), then a lookup for each
+        // unfinished order's execution not listed: one that ended, or started since. Owned
         // strings: a future that borrows into the stream's items is not `Send` for every
         // lifetime, and the repair loop runs this in a spawned task.
         let arns: BTreeSet<String> = orders
@@ -139,7 +147,14 @@ impl Books {
             .filter(|o| !o.status.is_terminal())
             .filter_map(|o| o.execution_arn.clone())
             .collect();
-        let executions = stream::iter(arns)
+        let listed = match arns.is_empty() {
+            true => None,
+            false => sources.executions.running().await?,
+        };
+        let (running, to_look_up): (Vec<String>, Vec<String>) = arns
+            .into_iter()
+            .partition(|arn| listed.as_ref().is_some_and(|l| l.contains(arn)));
+        let mut executions = stream::iter(to_look_up)
             .map(|arn| async move {
                 let status = sources.executions.status(&arn).await?;
                 Ok::<_, AuditError>((arn, status))
@@ -149,12 +164,36 @@ impl Books {
             .await
             .into_iter()
             .collect::<Result<HashMap<_, _>, _>>()?;
-        let tokens: BTreeSet<String> = orders
+        executions.extend(
+            running
+                .into_iter()
+                .map(|arn| (arn, Some("RUNNING".to_owned()))),
+        );
+        // A token under an execution that is not running is not open: no call needed. One
+        // under a running execution is asked about, unless the keeper is left to it.
+        let mut open_tokens = HashMap::new();
+        let mut to_ask = BTreeSet::new();
+        for o in orders
             .iter()
             .filter(|o| o.status == OrderStatus::AwaitingApproval)
-            .filter_map(|o| o.parked_token.clone())
-            .collect();
-        let open_tokens = stream::iter(tokens)
+        {
+            let Some(token) = &o.parked_token else {
+                continue;
+            };
+            let status = o.execution_arn.as_ref().and_then(|a| executions.get(a));
+            match status {
+                Some(Some(s)) if s == "RUNNING" => {
+                    if sources.check_parked_tokens {
+                        to_ask.insert(token.clone());
+                    }
+                }
+                Some(_) => {
+                    open_tokens.insert(token.clone(), false);
+                }
+                None => {}
+            }
+        }
+        let asked = stream::iter(to_ask)
             .map(|token| async move {
                 let open = sources.executions.task_open(&token).await?;
                 Ok::<_, AuditError>((token, open))
@@ -163,7 +202,8 @@ impl Books {
             .collect::<Vec<_>>()
             .await
             .into_iter()
-            .collect::<Result<HashMap<_, _>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
+        open_tokens.extend(asked);
         Ok(Books {
             orders,
             stock,

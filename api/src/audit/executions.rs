@@ -1,7 +1,9 @@
-//! What the audit asks of the workflow: an execution's status, and whether a parked approval
-//! token is still an open task of a running execution. Embedded: read from the engine's file
-//! by the engine's read-only [`Inspector`], beside the running service. AWS (any
-//! [`WorkflowPort`]): `DescribeExecution`, and for a token `SendTaskHeartbeat`, which succeeds
+//! What the audit asks of the workflow: which executions run, an execution's status, and
+//! whether a parked approval token is still an open task of a running execution. Embedded:
+//! read from the engine's file by the engine's read-only [`Inspector`], beside the running
+//! service. AWS (any [`WorkflowPort`]): `ListExecutions` of the running ones, a thousand a
+//! call, then `DescribeExecution` only for an unfinished order's execution not among them
+//! (one that ended, or started after the listing), and for a token `SendTaskHeartbeat`, which succeeds
 //! exactly while the task is open; Step Functions has no read-only way to ask. The heartbeat
 //! only does what the service's approval keeper does to every parked token every few minutes
 //! (it tells the workflow the task is still held), so it changes nothing an order depends on.
@@ -9,11 +11,16 @@
 use super::AuditError;
 use async_trait::async_trait;
 use engine::Inspector;
+use std::collections::HashSet;
 use std::sync::Arc;
 use workflow::{WorkflowError, WorkflowPort};
 
 #[async_trait]
 pub trait Executions: Send + Sync {
+    /// The ARNs of every running execution of the saga, when listing them is cheaper than a
+    /// lookup each; `None` to look each one up.
+    async fn running(&self) -> Result<Option<HashSet<String>>, AuditError>;
+
     /// The status of the execution `arn` (`RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`,
     /// `ABORTED`); `None` when the workflow has no such execution.
     async fn status(&self, arn: &str) -> Result<Option<String>, AuditError>;
@@ -49,6 +56,11 @@ impl EmbeddedExecutions {
 
 #[async_trait]
 impl Executions for EmbeddedExecutions {
+    /// A lookup is a read of the local file: nothing to save.
+    async fn running(&self) -> Result<Option<HashSet<String>>, AuditError> {
+        Ok(None)
+    }
+
     async fn status(&self, arn: &str) -> Result<Option<String>, AuditError> {
         let arn = arn.to_owned();
         let status = self.read(move |i| i.execution_status(&arn)).await?;
@@ -74,6 +86,24 @@ impl WorkflowExecutions {
 
 #[async_trait]
 impl Executions for WorkflowExecutions {
+    /// `ListExecutions` with the RUNNING filter, page after page.
+    async fn running(&self) -> Result<Option<HashSet<String>>, AuditError> {
+        let mut running = HashSet::new();
+        let mut next_token = None;
+        loop {
+            let page = self
+                .workflow
+                .list_running_executions(next_token)
+                .await
+                .map_err(|e| AuditError::Executions(e.to_string()))?;
+            running.extend(page.execution_arns);
+            match page.next_token {
+                Some(next) => next_token = Some(next),
+                None => return Ok(Some(running)),
+            }
+        }
+    }
+
     async fn status(&self, arn: &str) -> Result<Option<String>, AuditError> {
         match self.workflow.describe_execution(arn).await {
             Ok(info) => Ok(Some(info.status)),

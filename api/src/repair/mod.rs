@@ -205,6 +205,11 @@ impl Reconciler {
         }
     }
 
+    /// The same reconciler reading its books from `sources` instead.
+    pub fn reading(self, sources: Sources) -> Reconciler {
+        Reconciler { sources, ..self }
+    }
+
     /// One pass: the audit (two looks), then each violation found both times repaired or
     /// reported. Repairs that fail are logged and left to the next pass.
     pub async fn pass(&self) -> Result<Pass, RepairError> {

@@ -101,6 +101,7 @@ async fn repair_once(
         Sources {
             ports: opened.ports.clone(),
             executions: Arc::new(WorkflowExecutions::new(opened.workflow.clone())),
+            check_parked_tokens: true,
         },
         intake,
         RepairSettings {
@@ -158,6 +159,7 @@ pub(super) async fn audit_embedded(
             ..store.ports()
         },
         executions: Arc::new(EmbeddedExecutions::new(inspector)) as Arc<dyn Executions>,
+        check_parked_tokens: true,
     })
 }
 
@@ -174,5 +176,6 @@ pub(super) async fn audit_aws(
             ..store.ports()
         },
         executions: Arc::new(WorkflowExecutions::new(Arc::new(workflow))),
+        check_parked_tokens: true,
     })
 }

@@ -140,6 +140,13 @@ fn keeper_metrics(stats: &Arc<KeeperStats>) -> Vec<SampledMetric> {
             read: read(|s| &s.expired),
         },
         SampledMetric {
+            kind: SampledKind::Counter,
+            name: "approval_tokens_dead",
+            help: "Parked approval tokens the workflow no longer knew when heartbeaten (lapsed \
+                   in a crash or an outage: the workflow re-issues the task, which parks anew)",
+            read: read(|s| &s.dead),
+        },
+        SampledMetric {
             kind: SampledKind::Gauge,
             name: "approval_keeper_shards",
             help: "Shards of the approvals' queue this replica keeps",
@@ -323,6 +330,7 @@ impl Service {
                 Sources {
                     ports: ports.clone(),
                     executions: Arc::new(WorkflowExecutions::new(workflow.clone())),
+                    check_parked_tokens: false,
                 },
                 intake.clone(),
                 RepairSettings {

@@ -85,12 +85,14 @@ impl PaymentGateway for CountingPayments {
     }
 }
 
-/// A workflow port that counts the Step Functions reads asked through it (descriptions and
-/// history pages) and passes every call on to the real one.
+/// A workflow port that counts the Step Functions reads asked through it (descriptions,
+/// listings and history pages) and the heartbeats, and passes every call on to the real one.
 pub struct CountingWorkflow {
     inner: Arc<dyn workflow::WorkflowPort>,
     describes: AtomicUsize,
+    listings: AtomicUsize,
     histories: AtomicUsize,
+    heartbeats: AtomicUsize,
 }
 
 #[allow(dead_code)] // each test binary uses what it needs
@@ -99,8 +101,20 @@ impl CountingWorkflow {
         CountingWorkflow {
             inner,
             describes: AtomicUsize::new(0),
+            listings: AtomicUsize::new(0),
             histories: AtomicUsize::new(0),
+            heartbeats: AtomicUsize::new(0),
         }
+    }
+
+    /// How many pages of running executions were listed.
+    pub fn listings(&self) -> usize {
+        self.listings.load(Ordering::SeqCst)
+    }
+
+    /// How many heartbeats were sent.
+    pub fn heartbeats(&self) -> usize {
+        self.heartbeats.load(Ordering::SeqCst)
     }
 
     /// How many times `describe_execution` was called.
@@ -134,6 +148,14 @@ impl workflow::WorkflowPort for CountingWorkflow {
     ) -> Result<workflow::ExecutionInfo, workflow::WorkflowError> {
         self.describes.fetch_add(1, Ordering::SeqCst);
         self.inner.describe_execution(execution_arn).await
+    }
+
+    async fn list_running_executions(
+        &self,
+        next_token: Option<String>,
+    ) -> Result<workflow::RunningPage, workflow::WorkflowError> {
+        self.listings.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_running_executions(next_token).await
     }
 
     async fn get_execution_history(
@@ -193,6 +215,7 @@ impl workflow::WorkflowPort for CountingWorkflow {
     }
 
     async fn send_task_heartbeat(&self, task_token: &str) -> Result<(), workflow::WorkflowError> {
+        self.heartbeats.fetch_add(1, Ordering::SeqCst);
         self.inner.send_task_heartbeat(task_token).await
     }
 }

@@ -40,6 +40,7 @@ fn reconciler_with(saga: &Saga, settings: RepairSettings) -> (Reconciler, Metric
     let sources = Sources {
         ports: saga.ports.clone(),
         executions: Arc::new(WorkflowExecutions::new(saga.workflow.clone())),
+        check_parked_tokens: false,
     };
     let metrics = Metrics::new();
     (
@@ -334,4 +335,58 @@ async fn an_execution_that_ended_under_an_unfinished_order_becomes_an_incident_o
     assert_eq!(kinds(&again), [RepairKind::Reported], "{again:?}");
     assert!(again.repairs[0].what.contains("refund"), "{again:?}");
     assert_eq!(counted(&metrics, "incident_recorded"), "1");
+}
+
+/// A pass finds which orders still run by listing the running executions (a thousand a call on
+/// Step Functions), not by describing each order's execution: with parked approvals it makes no
+/// DescribeExecution and no heartbeat (the keeper's), on AWS's quotas the difference between a
+/// pass taking a page and one taking an hour at 100,000 parked orders.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pass_lists_running_executions_instead_of_describing_each_order() {
+    let saga = Saga::default().await;
+    saga.stock("piano", 5).await;
+    for i in 0..3 {
+        let id = format!("o-parked-{i}");
+        saga.place(super::harness::large(&id, "piano")).await;
+        saga.reaches(&id, OrderStatus::AwaitingApproval).await;
+    }
+    let counting = Arc::new(super::counting::CountingWorkflow::new(
+        saga.workflow.clone(),
+    ));
+    let (reconciler, _) = reconciler(&saga, Duration::ZERO);
+    let reconciler = reconciler.reading(Sources {
+        ports: saga.ports.clone(),
+        executions: Arc::new(WorkflowExecutions::new(counting.clone())),
+        check_parked_tokens: false,
+    });
+    let pass = reconciler.pass().await.unwrap();
+    assert!(
+        pass.all_repaired() && pass.audit.violations.is_empty(),
+        "{pass:?}"
+    );
+    assert_eq!(pass.audit.orders, 3);
+    assert_eq!(counting.listings(), 1, "one page lists them all");
+    assert_eq!(counting.describes(), 0, "no execution described one by one");
+    assert_eq!(
+        counting.heartbeats(),
+        0,
+        "the parked tokens are the keeper's to heartbeat"
+    );
+
+    // One whose execution ended under it is not listed, so it alone is described, and its
+    // token is known dead without a heartbeat.
+    let arn = saga.order("o-parked-0").await.execution_arn.unwrap();
+    saga.workflow
+        .stop_execution(&arn, "Ops.Stopped", "stopped by hand")
+        .await
+        .unwrap();
+    let pass = reconciler.pass().await.unwrap();
+    assert_eq!(
+        kinds(&pass),
+        [RepairKind::IncidentRecorded, RepairKind::Reported],
+        "{pass:?}"
+    );
+    assert!(counting.describes() >= 1, "the unlisted one is described");
+    assert!(counting.describes() <= 2, "and only it (once per look)");
+    assert_eq!(counting.heartbeats(), 0);
 }

@@ -6,8 +6,8 @@ use super::error::map_error;
 use super::history::{event_json, to_chrono};
 use crate::definition::Activity;
 use crate::port::{
-    ExecutionInfo, HistoryPage, RedriveOutcome, StartedExecution, TaskHandle, WorkflowError,
-    WorkflowPort,
+    ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
+    TaskHandle, WorkflowError, WorkflowPort,
 };
 use async_trait::async_trait;
 use aws_sdk_sfn::Client;
@@ -227,6 +227,30 @@ impl WorkflowPort for AwsWorkflow {
             redrive_date: d.redrive_date().map(date).transpose()?,
             redrive_status: d.redrive_status().map(|s| s.as_str().to_owned()),
             redrive_status_reason: d.redrive_status_reason().map(str::to_owned),
+        })
+    }
+
+    async fn list_running_executions(
+        &self,
+        next_token: Option<String>,
+    ) -> Result<RunningPage, WorkflowError> {
+        let page = self
+            .client
+            .list_executions()
+            .state_machine_arn(&self.state_machine_arn)
+            .status_filter(ExecutionStatus::Running)
+            .max_results(RUNNING_PAGE as i32)
+            .set_next_token(next_token)
+            .send()
+            .await
+            .map_err(map_error)?;
+        Ok(RunningPage {
+            execution_arns: page
+                .executions()
+                .iter()
+                .map(|e| e.execution_arn().to_owned())
+                .collect(),
+            next_token: page.next_token().and_then(non_empty),
         })
     }
 

@@ -269,6 +269,8 @@ pub struct KeeperStats {
     pub heartbeats: AtomicU64,
     /// Approval windows closed undecided.
     pub expired: AtomicU64,
+    /// Heartbeats answered that the token is dead (its task lapsed; the workflow re-issues it).
+    pub dead: AtomicU64,
     /// Shards of the queue this replica holds now.
     pub shards_held: AtomicU64,
     /// How long the last round took, in milliseconds.
@@ -436,7 +438,11 @@ impl ApprovalKeeper {
             .fetch_add(1, Ordering::Relaxed);
         match self.workflow.send_task_heartbeat(&pending.task_token).await {
             Ok(()) => Kept::Alive,
-            Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => Kept::Dead,
+            Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {
+                self.settings.stats.dead.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%order_id, "a parked approval token had lapsed; its task is re-issued");
+                Kept::Dead
+            }
             Err(e) => {
                 tracing::warn!(%order_id, error = %e, "approval heartbeat failed");
                 Kept::Failed
