@@ -673,3 +673,24 @@ async fn unknown_executions_and_tokens_fail_alike_through_both_adapters() {
         "{bad:?}"
     );
 }
+
+/// The running executions are listed alike through both adapters, a stopped one not among them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_running_executions_are_listed_alike_through_both_adapters() {
+    let sfn = Endpoint::start(Duration::from_secs(1)).await;
+    let (aws, embedded) = sfn.saga().await;
+    let mut arns = Vec::new();
+    for id in ["o-l1", "o-l2", "o-l3"] {
+        let started = aws.start_execution(id, &order(id, false)).await.unwrap();
+        arns.push(started.execution_arn);
+    }
+    aws.stop_execution(&arns[2], "", "").await.unwrap();
+    sfn.finished(&arns[2]).await;
+    for port in [&aws as &dyn WorkflowPort, &embedded] {
+        let page = port.list_running_executions(None).await.unwrap();
+        let mut listed = page.execution_arns;
+        listed.sort();
+        assert_eq!(listed, arns[..2], "the running ones only");
+        assert_eq!(page.next_token, None);
+    }
+}

@@ -130,6 +130,7 @@ fn the_audit_may_read_and_heartbeat_and_nothing_more() {
     let block = resource("AuditPolicy");
     for action in [
         "states:DescribeExecution",
+        "states:ListExecutions",
         "states:SendTaskHeartbeat",
         "dynamodb:GetItem",
         "dynamodb:Scan",

@@ -1,6 +1,7 @@
 //! `bench`: load benchmarks of the real `fulfillment` binary on loopback — accept latency and
 //! saturation, saga throughput, parked orders, crash recovery and the disk's fsync rate — on
-//! the embedded backend and on AWS emulators (fakecloud + moto) side by side. Each scenario
+//! the embedded backend and on AWS emulators (fakecloud + moto) side by side; and the AWS
+//! backend's calls per API beside AWS's quotas (`quota`, against `fulfillment engine` + moto). Each scenario
 //! prints one `bench <scenario>: …` line on stdout; progress goes to stderr.
 
 mod aws;
@@ -27,6 +28,7 @@ enum Scenario {
     Parked,
     Recovery,
     Fsync,
+    Quota,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,6 +80,12 @@ struct Cli {
     /// fsync: seconds of appending.
     #[arg(long, env = "BENCH_FSYNC_SECS", default_value_t = 2.0)]
     fsync_secs: f64,
+    /// quota: small sagas, status polls and parked approvals (a quarter as many approved).
+    #[arg(long, env = "BENCH_QUOTA_ORDERS", default_value_t = 100)]
+    quota_orders: u64,
+    /// quota: seconds of each background measurement.
+    #[arg(long, env = "BENCH_QUOTA_WINDOW_SECS", default_value_t = 10.0)]
+    quota_window_secs: f64,
     /// The AWS side runs the counts and rates divided by this.
     #[arg(long, env = "BENCH_AWS_DIVISOR", default_value_t = 10)]
     aws_divisor: u64,
@@ -134,12 +142,13 @@ fn main() -> Result<()> {
         .block_on(run(cli))
 }
 
-const ALL: [(Scenario, &str); 5] = [
+const ALL: [(Scenario, &str); 6] = [
     (Scenario::Fsync, "fsync"),
     (Scenario::Accept, "accept"),
     (Scenario::Saga, "saga"),
     (Scenario::Parked, "parked"),
     (Scenario::Recovery, "recovery"),
+    (Scenario::Quota, "quota"),
 ];
 
 async fn run(cli: Cli) -> Result<()> {
@@ -191,6 +200,26 @@ async fn run(cli: Cli) -> Result<()> {
             });
             continue;
         }
+        if scenario == Scenario::Quota {
+            // The AWS backend's calls, whichever backends the other scenarios compare: it
+            // needs moto and the binary's own engine, not fakecloud. Its table is its own.
+            eprintln!("bench quota: aws (fulfillment engine + moto) …");
+            let sizes = scenarios::quota::QuotaSizes {
+                orders: cli.quota_orders,
+                window_secs: cli.quota_window_secs,
+            };
+            let limit = Duration::from_secs(cli.aws_timeout_secs);
+            let result = one_task(limit, async move {
+                scenarios::quota::run(&sizes, std::time::Instant::now() + limit).await
+            })
+            .await;
+            match &result {
+                Ok(report) => println!("bench quota: {}", report.summary),
+                Err(e) => println!("bench quota: failed: {e}"),
+            }
+            failed |= result.is_err();
+            continue;
+        }
         let embedded = if backends != Backends::Aws {
             eprintln!("bench {name}: embedded …");
             Some(one(scenario, ctx(Backend::Embedded), None).await)
@@ -225,27 +254,42 @@ async fn run(cli: Cli) -> Result<()> {
 /// Runs one scenario on its own task (a harness panic fails the scenario, not the run),
 /// within `limit` if given.
 async fn one(scenario: Scenario, ctx: Ctx, limit: Option<Duration>) -> Result<Report, String> {
-    let task = tokio::spawn(async move {
+    let run = async move {
         match scenario {
             Scenario::Accept => scenarios::accept::run(&ctx).await,
             Scenario::Saga => scenarios::saga::run(&ctx).await,
             Scenario::Parked => scenarios::parked::run(&ctx).await,
             Scenario::Recovery => scenarios::recovery::run(&ctx).await,
-            Scenario::Fsync | Scenario::All => unreachable!("not a backend's scenario"),
-        }
-    });
-    let abort = task.abort_handle();
-    let joined = match limit {
-        Some(limit) => match tokio::time::timeout(limit, task).await {
-            Ok(joined) => joined,
-            Err(_) => {
-                // Dropping the task's state kills its servers (the harness kills on drop).
-                abort.abort();
-                return Err(format!("timed out after {} s", limit.as_secs()));
+            Scenario::Fsync | Scenario::Quota | Scenario::All => {
+                unreachable!("not a backend's scenario")
             }
-        },
-        None => task.await,
+        }
     };
+    match limit {
+        Some(limit) => one_task(limit, run).await,
+        None => joined(tokio::spawn(run).await),
+    }
+}
+
+/// Runs `scenario` on its own task within `limit`.
+async fn one_task(
+    limit: Duration,
+    scenario: impl std::future::Future<Output = Result<Report>> + Send + 'static,
+) -> Result<Report, String> {
+    let task = tokio::spawn(scenario);
+    let abort = task.abort_handle();
+    match tokio::time::timeout(limit, task).await {
+        Ok(result) => joined(result),
+        Err(_) => {
+            // Dropping the task's state kills its servers (the harness kills on drop).
+            abort.abort();
+            Err(format!("timed out after {} s", limit.as_secs()))
+        }
+    }
+}
+
+/// A scenario task's outcome: its report, its error, or its panic's message.
+fn joined(joined: Result<Result<Report>, tokio::task::JoinError>) -> Result<Report, String> {
     match joined {
         Ok(Ok(report)) => Ok(report),
         Ok(Err(e)) => Err(format!("{e:#}")),

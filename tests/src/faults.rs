@@ -89,9 +89,45 @@ struct Shared {
     throttled: AtomicU64,
     lost: AtomicU64,
     cut: AtomicU64,
-    /// Requests by their `X-Amz-Target` (`AWSStepFunctions.DescribeExecution`, …).
-    targets: Mutex<HashMap<String, u64>>,
+    /// Requests by their `X-Amz-Target` (`AWSStepFunctions.DescribeExecution`, …): calls,
+    /// and the items they carried ([`items_in`]).
+    targets: Mutex<HashMap<String, ApiCalls>>,
     http: reqwest::Client,
+}
+
+/// The requests of one AWS API that reached the proxy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApiCalls {
+    pub calls: u64,
+    /// The items they carried: a transaction's or a batch's items (DynamoDB bills each,
+    /// a transactional one twice), one for any other call.
+    pub items: u64,
+}
+
+/// The items of one AWS request: `TransactItems` of a DynamoDB transaction, the requests or
+/// keys of a batch, else 1.
+fn items_in(target: &str, body: &[u8]) -> u64 {
+    let batch = target.ends_with(".BatchWriteItem") || target.ends_with(".BatchGetItem");
+    if !batch && !target.contains(".Transact") {
+        return 1;
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return 1;
+    };
+    let count = |v: &Value| v.as_array().map_or(0, |a| a.len() as u64);
+    let n = match body.get("TransactItems") {
+        Some(items) => count(items),
+        None => body
+            .get("RequestItems")
+            .and_then(Value::as_object)
+            .map_or(0, |tables| {
+                tables
+                    .values()
+                    .map(|t| count(t.get("Keys").unwrap_or(t)))
+                    .sum()
+            }),
+    };
+    n.max(1)
 }
 
 /// A running proxy; it stops with the test's runtime.
@@ -138,7 +174,12 @@ impl FaultProxy {
     /// `AWSStepFunctions.DescribeExecution`) reached the proxy, faulted or not.
     pub fn calls(&self, target: &str) -> u64 {
         let targets = self.shared.targets.lock().expect("targets");
-        targets.get(target).copied().unwrap_or(0)
+        targets.get(target).map_or(0, |c| c.calls)
+    }
+
+    /// Every AWS API called through the proxy so far, by its `X-Amz-Target`.
+    pub fn api_calls(&self) -> HashMap<String, ApiCalls> {
+        self.shared.targets.lock().expect("targets").clone()
     }
 
     pub fn injected(&self) -> Injected {
@@ -265,8 +306,11 @@ async fn forward(
 ) -> Response {
     shared.requests.fetch_add(1, Ordering::SeqCst);
     if let Some(target) = headers.get("x-amz-target").and_then(|t| t.to_str().ok()) {
+        let items = items_in(target, &body);
         let mut targets = shared.targets.lock().expect("targets");
-        *targets.entry(target.to_owned()).or_default() += 1;
+        let counted = targets.entry(target.to_owned()).or_default();
+        counted.calls += 1;
+        counted.items += items;
     }
     let fault = shared.draw();
     if let Some(fault @ (Fault::Unavailable | Fault::Throttled)) = fault {
@@ -447,5 +491,21 @@ mod tests {
         assert_eq!(again.headers()["idempotent-replayed"], "true");
         assert_eq!(proxy.injected().requests, 2);
         assert_eq!(stripe.charges_of("o-1"), 1);
+    }
+
+    #[test]
+    fn a_transaction_or_a_batch_counts_its_items_and_any_other_call_one() {
+        let transaction =
+            br#"{"TransactItems": [{"Put": {}}, {"Update": {}}, {"ConditionCheck": {}}]}"#;
+        assert_eq!(
+            items_in("DynamoDB_20120810.TransactWriteItems", transaction),
+            3
+        );
+        let gets = br#"{"RequestItems": {"t": {"Keys": [{}, {}]}, "u": {"Keys": [{}]}}}"#;
+        assert_eq!(items_in("DynamoDB_20120810.BatchGetItem", gets), 3);
+        let writes = br#"{"RequestItems": {"t": [{"PutRequest": {}}, {"DeleteRequest": {}}]}}"#;
+        assert_eq!(items_in("DynamoDB_20120810.BatchWriteItem", writes), 2);
+        assert_eq!(items_in("DynamoDB_20120810.UpdateItem", b"{}"), 1);
+        assert_eq!(items_in("AWSStepFunctions.SendTaskSuccess", b"not json"), 1);
     }
 }

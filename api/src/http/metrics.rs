@@ -123,6 +123,7 @@ struct Inner {
     decisions: Family<DecisionLabels, Counter>,
     sagas: Family<StatusLabels, Counter>,
     repairs: Family<KindLabels, Counter>,
+    repair_passes: Counter,
 }
 
 /// The service's metrics (cheap to clone: one shared registry).
@@ -197,6 +198,13 @@ impl Metrics {
              released (or marked shipped) for finished orders, and findings reported to a person",
             repairs.clone(),
         );
+        let repair_passes = Counter::default();
+        registry.register(
+            "repair_passes",
+            "Passes of the repair loop that read the books to the end (one replica runs them \
+             at a time; a count that stops rising on every replica means the loop has stopped)",
+            repair_passes.clone(),
+        );
         // Every outcome is exported from the start, at zero.
         for kind in RepairKind::ALL {
             let _ = repairs.get_or_create(&KindLabels {
@@ -222,6 +230,7 @@ impl Metrics {
             decisions,
             sagas,
             repairs,
+            repair_passes,
         }))
     }
 
@@ -233,6 +242,11 @@ impl Metrics {
                 kind: kind.as_str(),
             })
             .inc();
+    }
+
+    /// The repair loop read the books to the end of a pass.
+    pub fn repair_pass(&self) {
+        self.0.repair_passes.inc();
     }
 
     /// An order ended with `status` (a terminal one).

@@ -215,6 +215,7 @@ impl Reconciler {
     pub async fn pass(&self) -> Result<Pass, RepairError> {
         let (books, violations) =
             audit::confirm(&self.sources, self.settings.recheck_after).await?;
+        self.metrics.repair_pass();
         let mut repairs = Vec::new();
         let mut left = 0;
         let mut reported = HashSet::new();

@@ -141,6 +141,12 @@ fn keeper_metrics(stats: &Arc<KeeperStats>) -> Vec<SampledMetric> {
         },
         SampledMetric {
             kind: SampledKind::Counter,
+            name: "approval_keeper_rounds",
+            help: "Rounds the approval keeper finished over the shards this replica held",
+            read: read(|s| &s.rounds),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
             name: "approval_tokens_dead",
             help: "Parked approval tokens the workflow no longer knew when heartbeaten (lapsed \
                    in a crash or an outage: the workflow re-issues the task, which parks anew)",

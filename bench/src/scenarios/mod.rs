@@ -5,6 +5,7 @@
 pub mod accept;
 pub mod fsync;
 pub mod parked;
+pub mod quota;
 pub mod recovery;
 pub mod saga;
 

@@ -269,6 +269,8 @@ pub struct KeeperStats {
     pub heartbeats: AtomicU64,
     /// Approval windows closed undecided.
     pub expired: AtomicU64,
+    /// Rounds finished.
+    pub rounds: AtomicU64,
     /// Heartbeats answered that the token is dead (its task lapsed; the workflow re-issues it).
     pub dead: AtomicU64,
     /// Shards of the queue this replica holds now.
@@ -362,6 +364,7 @@ impl ApprovalKeeper {
         }
         let took = started.elapsed();
         let stats = &self.settings.stats;
+        stats.rounds.fetch_add(1, Ordering::Relaxed);
         stats.last_round_ms.store(
             u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
