@@ -842,6 +842,39 @@ async fn the_keeper_keeps_a_parked_approval_alive_past_its_heartbeat() {
     );
 }
 
+/// A token the keeper heartbeat less than a third of the heartbeat ago waits for the next
+/// round: each parked approval costs a heartbeat every other round, not every round, and one
+/// whose window has closed is still closed at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_keeper_heartbeats_a_token_again_only_once_a_third_of_the_heartbeat_has_passed() {
+    use workflow::steps::approval::{ApprovalKeeper, KeeperSettings};
+    let saga = Saga::default().await;
+    saga.stock("piano", 1).await;
+    saga.place(large("o-beaten", "piano")).await;
+    saga.reaches("o-beaten", OrderStatus::AwaitingApproval)
+        .await;
+    let counting = Arc::new(counting::CountingWorkflow::new(saga.workflow.clone()));
+    let lapse = Duration::from_secs(3);
+    let keeper = ApprovalKeeper::new(
+        saga.ports.orders.clone(),
+        counting.clone(),
+        KeeperSettings::unshared(Duration::from_secs(1), lapse),
+    );
+    let shards = (0..saga.ports.orders.approval_shards()).collect();
+    let (_held_tx, held) = tokio::sync::watch::channel(shards);
+    let round = keeper.beat_once(&held).await.unwrap();
+    assert_eq!((round.alive, counting.heartbeats()), (1, 1));
+    let round = keeper.beat_once(&held).await.unwrap();
+    assert_eq!(
+        (round.alive, counting.heartbeats()),
+        (1, 1),
+        "heartbeaten just now: left for the next round"
+    );
+    tokio::time::sleep(lapse / 3 + Duration::from_millis(100)).await;
+    keeper.beat_once(&held).await.unwrap();
+    assert_eq!(counting.heartbeats(), 2, "a third of the heartbeat later");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
     let mut saga = Saga::default().await;

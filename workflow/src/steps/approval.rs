@@ -14,10 +14,12 @@ use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use store::{
     Decided, Decision, Expiry, Failure, Order, OrderId, OrderRepository, OrderStatus,
     PendingApproval, Ports, QueueCursor, ShardLeases, StoreError, Unshared,
@@ -225,11 +227,28 @@ pub async fn decide(
 /// and closes the windows past their deadline. The queue is kept in shards
 /// ([`OrderRepository::approval_shards`]); a replica keeps the shards it holds leases on
 /// ([`ShardLeases`]), so each token is heartbeaten by one replica, at its shards' share of an
-/// account-wide rate.
+/// account-wide rate. A token it heartbeat less than a third of the heartbeat ago is left for
+/// the next round: each token is heartbeaten every other round, not every round, which halves
+/// the `SendTaskHeartbeat`s a parked approval costs (the quota that bounds how many can wait).
 pub struct ApprovalKeeper {
-    pub orders: Arc<dyn OrderRepository>,
-    pub workflow: Arc<dyn WorkflowPort>,
-    pub settings: KeeperSettings,
+    orders: Arc<dyn OrderRepository>,
+    workflow: Arc<dyn WorkflowPort>,
+    settings: KeeperSettings,
+    /// When this process last heartbeat each token it keeps, by a hash of the token (a
+    /// collision only costs that token one heartbeat: its task is re-issued and parks anew,
+    /// its deadline unchanged). Lost with the process, or with a shard given up: then every
+    /// token is heartbeaten at its next round, as a replica taking a shard over must.
+    beaten: std::sync::Mutex<HashMap<u64, Beaten>>,
+    hasher: RandomState,
+}
+
+/// A token this process heartbeat.
+#[derive(Debug, Clone, Copy)]
+struct Beaten {
+    at: Instant,
+    /// The last round that found it parked (the entries of tokens no longer parked, or in a
+    /// shard given up, are dropped at the end of the next round).
+    seen: u64,
 }
 
 /// How the keeper runs.
@@ -284,6 +303,7 @@ pub struct KeeperStats {
 /// One round of the keeper.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct KeeperRound {
+    /// Tokens heartbeaten this round, or left for the next one (heartbeaten recently).
     pub alive: usize,
     /// Tokens the workflow no longer knows: their tasks timed out and were (or will be)
     /// re-issued, and the new token replaces the old one when parked.
@@ -309,11 +329,67 @@ enum Kept {
     Expired,
     /// Nothing known: the call failed (logged); the next round tries again.
     Failed,
+    /// Heartbeaten recently by this process: left for the next round.
+    Skipped,
 }
 
 type Pace = governor::DefaultDirectRateLimiter;
 
 impl ApprovalKeeper {
+    pub fn new(
+        orders: Arc<dyn OrderRepository>,
+        workflow: Arc<dyn WorkflowPort>,
+        settings: KeeperSettings,
+    ) -> ApprovalKeeper {
+        ApprovalKeeper {
+            orders,
+            workflow,
+            settings,
+            beaten: std::sync::Mutex::default(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// Whether `pending` was heartbeaten by this process less than a third of the heartbeat
+    /// ago, and its window is still open: it can wait for the next round. A round comes
+    /// every fifth of the heartbeat and, as the keeper warns otherwise, takes less than a
+    /// further 0.3 of it, so a token left now is heartbeaten within 0.83 of the heartbeat.
+    fn recently_beaten(&self, pending: &PendingApproval, now: DateTime<Utc>, round: u64) -> bool {
+        if pending.deadline.is_some_and(|d| d <= now) {
+            return false;
+        }
+        let key = self.hasher.hash_one(&pending.task_token);
+        let mut beaten = self.beaten.lock().unwrap_or_else(|e| e.into_inner());
+        match beaten.get_mut(&key) {
+            Some(b) => {
+                b.seen = round;
+                b.at.elapsed() < self.settings.lapse_after / 3
+            }
+            None => false,
+        }
+    }
+
+    /// Records what a heartbeat of `pending` found.
+    fn record(&self, pending: &PendingApproval, kept: &Kept, round: u64) {
+        let key = self.hasher.hash_one(&pending.task_token);
+        let mut beaten = self.beaten.lock().unwrap_or_else(|e| e.into_inner());
+        match kept {
+            Kept::Alive => {
+                beaten.insert(
+                    key,
+                    Beaten {
+                        at: Instant::now(),
+                        seen: round,
+                    },
+                );
+            }
+            Kept::Dead | Kept::Expired => {
+                beaten.remove(&key);
+            }
+            Kept::Failed | Kept::Skipped => {}
+        }
+    }
+
     /// One round over the shards in `held`, a page at a time; a shard the balancer gives up
     /// meanwhile is left at the next page.
     pub async fn beat_once(
@@ -329,6 +405,7 @@ impl ApprovalKeeper {
             shards: mine.len(),
             ..KeeperRound::default()
         };
+        let number = self.settings.stats.rounds.load(Ordering::Relaxed);
         for shard in mine {
             let mut after: Option<QueueCursor> = None;
             while held.borrow().contains(&shard) {
@@ -340,17 +417,22 @@ impl ApprovalKeeper {
                 let pace = pace.as_ref();
                 let kept: Vec<Kept> = futures_util::stream::iter(page.items)
                     .map(|p| async move {
+                        if self.recently_beaten(&p, now, number) {
+                            return Kept::Skipped;
+                        }
                         if let Some(pace) = pace {
                             pace.until_ready().await;
                         }
-                        self.keep(&p, now).await
+                        let kept = self.keep(&p, now).await;
+                        self.record(&p, &kept, number);
+                        kept
                     })
                     .buffer_unordered(BEATS_IN_FLIGHT)
                     .collect()
                     .await;
                 for k in kept {
                     match k {
-                        Kept::Alive => round.alive += 1,
+                        Kept::Alive | Kept::Skipped => round.alive += 1,
                         Kept::Dead => round.dead += 1,
                         Kept::Expired => round.expired += 1,
                         Kept::Failed => {}
@@ -362,6 +444,12 @@ impl ApprovalKeeper {
                 }
             }
         }
+        // Tokens not found parked this round (decided, expired, in a shard given up) are
+        // forgotten.
+        self.beaten
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, b| b.seen == number);
         let took = started.elapsed();
         let stats = &self.settings.stats;
         stats.rounds.fetch_add(1, Ordering::Relaxed);

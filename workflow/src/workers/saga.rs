@@ -38,12 +38,7 @@ impl SagaWorkers {
             )
             .start();
         let (stop_keeper, stop) = watch::channel(false);
-        let keeper = ApprovalKeeper {
-            orders: ports.orders.clone(),
-            workflow,
-            settings: keeper,
-        }
-        .spawn(stop);
+        let keeper = ApprovalKeeper::new(ports.orders.clone(), workflow, keeper).spawn(stop);
         SagaWorkers {
             pool,
             keeper,
