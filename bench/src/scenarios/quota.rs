@@ -191,27 +191,18 @@ struct Client<'a> {
 
 impl Client<'_> {
     async fn place(&self, body: &Value) -> Result<()> {
-        let r = self
-            .server
-            .send(Method::POST, "/orders", Some(body), Some(&self.key))
-            .await;
-        ensure!(r.status == StatusCode::ACCEPTED, "POST /orders: {}", r.text);
+        let (status, text) =
+            call(self.server, Method::POST, "/orders", Some(body), &self.key).await?;
+        ensure!(status == StatusCode::ACCEPTED, "POST /orders: {text}");
         Ok(())
     }
 
     async fn status(&self, id: &str) -> Result<Value> {
         self.polls.fetch_add(1, Ordering::Relaxed);
-        let r = self
-            .server
-            .send(
-                Method::GET,
-                &format!("/orders/{id}/status"),
-                None,
-                Some(&self.key),
-            )
-            .await;
-        ensure!(r.status == StatusCode::OK, "status of {id}: {}", r.text);
-        Ok(r.json())
+        let path = format!("/orders/{id}/status");
+        let (status, text) = call(self.server, Method::GET, &path, None, &self.key).await?;
+        ensure!(status == StatusCode::OK, "status of {id}: {text}");
+        Ok(serde_json::from_str(&text)?)
     }
 
     /// Polls `id` every 200 ms until its status is `want` (a terminal status it did not want
@@ -305,26 +296,43 @@ impl Watched {
     }
 }
 
-/// A metric's value from `/metrics` (0 when absent); a replica that does not answer is an
-/// error naming the end of its log.
-async fn metric(server: &Server, name: &str) -> Result<f64> {
-    let answer = server
-        .client
-        .get(server.url("/metrics"))
-        .bearer_auth(blackbox::TOKEN)
-        .send()
-        .await;
-    let text = match answer {
-        Ok(r) => r.text().await?,
-        Err(e) => {
-            let log = server.stderr.text();
-            let tail: Vec<&str> = log.lines().rev().take(20).collect();
-            anyhow::bail!(
-                "the replica does not answer /metrics ({e}); its log ends:\n{}",
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
+/// One request with `key`: its status and body. A request that fails on its connection is
+/// sent once more on a fresh one, as HTTP clients do (the replica closes a keep-alive
+/// connection idle for its read timeout, and a request may meet it closing); every request
+/// here is idempotent. A second failure is an error naming the end of the replica's log.
+async fn call(
+    server: &Server,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+    key: &str,
+) -> Result<(StatusCode, String)> {
+    let mut failed = None;
+    for _ in 0..2 {
+        let mut request = server
+            .client
+            .request(method.clone(), server.url(path))
+            .bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(body);
         }
-    };
+        match request.send().await {
+            Ok(r) => return Ok((r.status(), r.text().await?)),
+            Err(e) => failed = Some(e),
+        }
+    }
+    let log = server.stderr.text();
+    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    anyhow::bail!(
+        "{method} {path}: {}; the replica's log ends:\n{}",
+        failed.map_or_else(String::new, |e| e.to_string()),
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    )
+}
+
+/// A metric's value from `/metrics` (0 when absent).
+async fn metric(server: &Server, name: &str) -> Result<f64> {
+    let (_, text) = call(server, Method::GET, "/metrics", None, blackbox::TOKEN).await?;
     Ok(text
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
@@ -436,8 +444,11 @@ pub async fn run(sizes: &QuotaSizes, deadline: Instant) -> Result<Report> {
         .map(|id| {
             let (a, client) = (&a, &client);
             async move {
-                let r = a.decide(&id, "approve").await;
-                ensure!(r.status == StatusCode::OK, "approving {id}: {}", r.text);
+                let path = format!("/orders/{id}/approval");
+                let decision = serde_json::json!({ "decision": "approve" });
+                let (status, text) =
+                    call(a, Method::POST, &path, Some(&decision), blackbox::TOKEN).await?;
+                ensure!(status == StatusCode::OK, "approving {id}: {text}");
                 client.until(&id, "COMPLETED", deadline).await
             }
         })
@@ -694,17 +705,18 @@ fn report(f: Figures) -> Report {
          and {} here).",
         f.n, f.repair_heartbeats, f.n, f.n
     );
-    // A round at the keeper's rate must end within half the heartbeat less the interval
-    // (else it warns that tokens risk lapsing): 90 s at the defaults.
-    let round_secs = DEFAULT_HEARTBEAT_SECS / 2.0 - DEFAULT_KEEPER_INTERVAL_SECS;
+    // While a round (heartbeating every other token at the keeper's rate) takes under a
+    // fifth of the heartbeat, each token is heartbeaten every other round: up to
+    // 2 × rate × heartbeat / 5 parked approvals.
+    let parked_at = |rate: f64| 2.0 * rate * DEFAULT_HEARTBEAT_SECS / 5.0;
     let _ = writeln!(
         out,
-        "Parked approvals one account keeps at the default heartbeat (5 min): {:.0} at the \
-         keeper's default rate (--approval-keeper-rate 100 a second, a round within {round_secs:.0} s), \
-         {:.0} at SendTaskHeartbeat's whole refill (500 a second); a longer --approval-heartbeat \
-         keeps proportionally more.",
-        100.0 * round_secs,
-        500.0 * round_secs
+        "Parked approvals one account keeps at that cost at the default heartbeat (5 min): {:.0} \
+         at the keeper's default rate (--approval-keeper-rate 100 a second), {:.0} at \
+         SendTaskHeartbeat's whole refill (500 a second); a longer --approval-heartbeat keeps \
+         proportionally more.",
+        parked_at(100.0),
+        parked_at(500.0)
     );
     let (api, at, other) = binding.unwrap_or(("none".to_owned(), f64::INFINITY, f64::INFINITY));
     let _ = writeln!(

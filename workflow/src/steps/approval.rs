@@ -227,9 +227,9 @@ pub async fn decide(
 /// and closes the windows past their deadline. The queue is kept in shards
 /// ([`OrderRepository::approval_shards`]); a replica keeps the shards it holds leases on
 /// ([`ShardLeases`]), so each token is heartbeaten by one replica, at its shards' share of an
-/// account-wide rate. A token it heartbeat less than a third of the heartbeat ago is left for
-/// the next round: each token is heartbeaten every other round, not every round, which halves
-/// the `SendTaskHeartbeat`s a parked approval costs (the quota that bounds how many can wait).
+/// account-wide rate. A token it heartbeat less than two fifths of the heartbeat ago is left
+/// for the next round: while rounds are quick each token is heartbeaten every other round, not
+/// every round, which halves the `SendTaskHeartbeat`s a parked approval costs.
 pub struct ApprovalKeeper {
     orders: Arc<dyn OrderRepository>,
     workflow: Arc<dyn WorkflowPort>,
@@ -350,10 +350,12 @@ impl ApprovalKeeper {
         }
     }
 
-    /// Whether `pending` was heartbeaten by this process less than a third of the heartbeat
-    /// ago, and its window is still open: it can wait for the next round. A round comes
-    /// every fifth of the heartbeat and, as the keeper warns otherwise, takes less than a
-    /// further 0.3 of it, so a token left now is heartbeaten within 0.83 of the heartbeat.
+    /// Whether `pending` was heartbeaten by this process less than two fifths of the
+    /// heartbeat ago, and its window is still open: it can wait for the next round. Rounds
+    /// start a fifth of the heartbeat apart plus the round's own time, which the keeper warns
+    /// about past 0.3 of the heartbeat; so a token is heartbeaten again at most 0.4 + 0.2 + 0.3
+    /// = 0.9 of the heartbeat after the last time, and while rounds are quick (under a fifth
+    /// of the heartbeat), every other round.
     fn recently_beaten(&self, pending: &PendingApproval, now: DateTime<Utc>, round: u64) -> bool {
         if pending.deadline.is_some_and(|d| d <= now) {
             return false;
@@ -363,7 +365,7 @@ impl ApprovalKeeper {
         match beaten.get_mut(&key) {
             Some(b) => {
                 b.seen = round;
-                b.at.elapsed() < self.settings.lapse_after / 3
+                b.at.elapsed() < self.settings.lapse_after * 2 / 5
             }
             None => false,
         }
