@@ -32,10 +32,11 @@ pub struct Sources {
     pub executions: Arc<dyn Executions>,
     /// Whether to ask, for each approval token parked under a running execution, if it is
     /// still an open task (on AWS a `SendTaskHeartbeat` each; a token under an execution that
-    /// is not running is known dead without asking). The repair loop does not: it has no remedy for a dead token,
-    /// the approval keeper heartbeats every parked token each round anyway (counting the dead
-    /// ones in `fulfillment_approval_tokens_dead_total`) and the workflow re-issues them; a
-    /// heartbeat per parked approval per pass would spend the keeper's quota twice.
+    /// is not running is known dead without asking). The repair loop does not: it has no
+    /// remedy for a dead token, the approval keeper heartbeats every parked token anyway
+    /// (counting the dead ones in `fulfillment_approval_tokens_dead_total`) and the workflow
+    /// re-issues them; a heartbeat per parked approval per pass would spend the keeper's quota
+    /// again.
     pub check_parked_tokens: bool,
 }
 
