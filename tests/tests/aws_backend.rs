@@ -629,7 +629,9 @@ async fn an_approval_on_a_token_reissued_after_a_kill_takes_effect_on_the_aws_ba
     first.kill();
 
     // Its keeper gone, the parked token lapses; the next replica's worker takes the task again
-    // and parks a fresh token.
+    // and parks a fresh token. The next replica starts once the token has lapsed: started at
+    // once, its keeper could take the first one's shard in time to heartbeat the old token.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let second = stack.replica(&args);
     let until = std::time::Instant::now() + blackbox::DEADLINE;
     while !second
