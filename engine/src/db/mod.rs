@@ -6,9 +6,27 @@ use crate::core::history::EventDraft;
 use crate::driver::SyncPolicy;
 use crate::sfn::ExecutionStatus;
 use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
 use std::path::Path;
 
 pub type Result<T> = std::result::Result<T, rusqlite::Error>;
+
+/// The fields of an event's details that hold payloads, and the size from which one is stored
+/// apart (see [`Store::append_events`]).
+const SHARED_FIELDS: [&str; 2] = ["input", "output"];
+pub const SHARED_PAYLOAD_MIN: usize = 64;
+/// The key of a payload's reference in an event's stored details: `{"$payload": key}`.
+const PAYLOAD_REF: &str = "$payload";
+
+/// A payload's key: the first 8 bytes of its SHA-256 (stable across builds, so a payload stored
+/// by one is found again by the next).
+fn payload_key(text: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(text.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_le_bytes(first)
+}
 
 /// Each entry moves the schema one version forward; applied in order, once.
 const MIGRATIONS: &[&str] = &[
@@ -88,6 +106,20 @@ CREATE TABLE redrive_tokens (
     token   TEXT NOT NULL,
     used_ms INTEGER NOT NULL,
     PRIMARY KEY (exec_id, token)
+) WITHOUT ROWID;
+"#,
+    r#"
+-- Retention: closed executions by when they closed (a redrive reopens one: its stop_ms is NULL
+-- again), and each execution's tasks, which the pruner deletes with it.
+CREATE INDEX executions_closed ON executions (stop_ms) WHERE stop_ms IS NOT NULL;
+CREATE INDEX tasks_by_execution ON tasks (exec_id);
+-- The history's large payloads (an event's `input` or `output`), each stored once per
+-- execution and referenced from the events by its key (see `Store::append_events`).
+CREATE TABLE payloads (
+    exec_id INTEGER NOT NULL,
+    key     INTEGER NOT NULL,
+    body    TEXT NOT NULL,
+    PRIMARY KEY (exec_id, key)
 ) WITHOUT ROWID;
 "#,
 ];
@@ -243,6 +275,7 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
         conn.set_prepared_statement_cache_capacity(64);
         let store = Store { conn };
+        store.incremental_vacuum_on()?;
         store.migrate()?;
         Ok(store)
     }
@@ -276,6 +309,33 @@ impl Store {
         }
         conn.set_prepared_statement_cache_capacity(8);
         Ok(Store { conn })
+    }
+
+    /// Makes the file give freed pages back to the file system on request
+    /// (`auto_vacuum=INCREMENTAL`, see [`Store::release_free_pages`]). A file made before this
+    /// setting existed is rewritten once (`VACUUM`), which takes time in proportion to its size.
+    fn incremental_vacuum_on(&self) -> Result<()> {
+        let mode: i64 = self
+            .conn
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+        if mode == 2 {
+            return Ok(());
+        }
+        self.conn
+            .pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        let pages: i64 = self
+            .conn
+            .pragma_query_value(None, "page_count", |r| r.get(0))?;
+        if pages > 0 {
+            let started = std::time::Instant::now();
+            self.conn.execute_batch("VACUUM")?;
+            tracing::info!(
+                pages,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "engine database rewritten once for incremental vacuum"
+            );
+        }
+        Ok(())
     }
 
     fn migrate(&self) -> Result<()> {
@@ -508,14 +568,70 @@ impl Store {
         }
     }
 
+    // ---- retention --------------------------------------------------------------------------
+
+    /// Deletes at most `limit` executions that closed before `before_ms`, oldest first, with
+    /// their history, tasks, timers and redrive tokens: as AWS forgets a closed execution after
+    /// its retention. Returns how many it deleted.
+    pub fn prune_closed(&self, before_ms: i64, limit: u32) -> Result<usize> {
+        let ids: Vec<i64> = {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT id FROM executions WHERE stop_ms IS NOT NULL AND stop_ms < ? \
+                 ORDER BY stop_ms LIMIT ?",
+            )?;
+            let rows = stmt.query_map(params![before_ms, limit], |r| r.get(0))?;
+            rows.collect::<Result<_>>()?
+        };
+        for sql in [
+            "DELETE FROM history WHERE exec_id = ?",
+            "DELETE FROM tasks WHERE exec_id = ?",
+            "DELETE FROM timers WHERE exec_id = ?",
+            "DELETE FROM redrive_tokens WHERE exec_id = ?",
+            "DELETE FROM payloads WHERE exec_id = ?",
+            "DELETE FROM executions WHERE id = ?",
+        ] {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            for id in &ids {
+                stmt.execute([id])?;
+            }
+        }
+        Ok(ids.len())
+    }
+
+    /// Pages on the file's free list (freed by deletes, not yet given back).
+    pub fn free_pages(&self) -> Result<u64> {
+        self.conn
+            .pragma_query_value(None, "freelist_count", |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+    }
+
+    /// Gives at most `pages` free pages back to the file system (the file shrinks).
+    pub fn release_free_pages(&self, pages: u32) -> Result<()> {
+        // The pragma returns a row per page freed; step through them all.
+        let mut stmt = self
+            .conn
+            .prepare(&format!("PRAGMA incremental_vacuum({pages})"))?;
+        let mut rows = stmt.query([])?;
+        while rows.next()?.is_some() {}
+        Ok(())
+    }
+
     // ---- history ----------------------------------------------------------------------------
 
+    /// Appends events to the execution's history. An event's `input` or `output` of at least
+    /// [`SHARED_PAYLOAD_MIN`] bytes is stored once per execution (`payloads`) and the event
+    /// holds `{"$payload": key}` in its place: a state's output is the next state's input, and
+    /// a task's input is often its state's, so each would otherwise be stored two or three
+    /// times. [`Store::events`] puts them back.
     pub fn append_events(&self, exec_id: i64, events: &[EventDraft]) -> Result<()> {
         let mut stmt = self.conn.prepare_cached(
             "INSERT INTO history (exec_id, id, prev, ts_ms, type, details) VALUES (?, ?, ?, ?, ?, ?)",
         )?;
         for e in events {
-            let details = e.details.as_ref().map(|d| d.to_string());
+            let details = match &e.details {
+                Some(d) => Some(self.share_payloads(exec_id, d)?),
+                None => None,
+            };
             stmt.execute(params![
                 exec_id,
                 e.id as i64,
@@ -526,6 +642,81 @@ impl Store {
             ])?;
         }
         Ok(())
+    }
+
+    /// The details' text with each large payload stored apart and referenced.
+    fn share_payloads(&self, exec_id: i64, details: &Value) -> Result<String> {
+        let Value::Object(map) = details else {
+            return Ok(details.to_string());
+        };
+        let mut shared: Option<serde_json::Map<String, Value>> = None;
+        for field in SHARED_FIELDS {
+            let Some(Value::String(text)) = map.get(field) else {
+                continue;
+            };
+            if text.len() < SHARED_PAYLOAD_MIN {
+                continue;
+            }
+            if let Some(key) = self.put_payload(exec_id, text)? {
+                let mut reference = serde_json::Map::new();
+                reference.insert(PAYLOAD_REF.to_owned(), key.into());
+                shared
+                    .get_or_insert_with(|| map.clone())
+                    .insert(field.to_owned(), Value::Object(reference));
+            }
+        }
+        Ok(match shared {
+            Some(m) => Value::Object(m).to_string(),
+            None => details.to_string(),
+        })
+    }
+
+    /// Stores `text` once for the execution: its key, or `None` in the (vanishingly rare)
+    /// case that another payload of the execution has the same key (it then stays inline).
+    fn put_payload(&self, exec_id: i64, text: &str) -> Result<Option<i64>> {
+        let key = payload_key(text);
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO payloads (exec_id, key, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![exec_id, key, text])?;
+        if inserted == 1 {
+            return Ok(Some(key));
+        }
+        let same: bool = self
+            .conn
+            .prepare_cached("SELECT body = ? FROM payloads WHERE exec_id = ? AND key = ?")?
+            .query_row(params![text, exec_id, key], |r| r.get(0))?;
+        Ok(same.then_some(key))
+    }
+
+    /// The details' text with every referenced payload put back.
+    fn resolve_payloads(&self, exec_id: i64, details: String) -> Result<String> {
+        if !details.contains(PAYLOAD_REF) {
+            return Ok(details);
+        }
+        let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(&details) else {
+            return Ok(details);
+        };
+        for field in SHARED_FIELDS {
+            let Some(key) = map
+                .get(field)
+                .and_then(|v| v.get(PAYLOAD_REF))
+                .and_then(Value::as_i64)
+            else {
+                continue;
+            };
+            let body: Option<String> = self
+                .conn
+                .prepare_cached("SELECT body FROM payloads WHERE exec_id = ? AND key = ?")?
+                .query_row(params![exec_id, key], |r| r.get(0))
+                .optional()?;
+            if let Some(body) = body {
+                map.insert(field.to_owned(), Value::String(body));
+            }
+        }
+        Ok(Value::Object(map).to_string())
     }
 
     /// The id of the execution's last history event (0 before the first).
@@ -555,7 +746,15 @@ impl Store {
         let rows = stmt.query_map(params![exec_id, cursor, limit], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?;
-        rows.collect()
+        let rows: Vec<EventRow> = rows.collect::<Result<_>>()?;
+        rows.into_iter()
+            .map(|(id, prev, ts, kind, details)| {
+                let details = details
+                    .map(|d| self.resolve_payloads(exec_id, d))
+                    .transpose()?;
+                Ok((id, prev, ts, kind, details))
+            })
+            .collect()
     }
 
     // ---- tasks ------------------------------------------------------------------------------
@@ -755,5 +954,104 @@ mod tests {
         assert!(store.next_scheduled("arn:act").unwrap().is_none());
         store.close_task("t1").unwrap();
         assert_eq!(status(&store), TaskStatus::Closed);
+    }
+    fn event(id: u64, kind: &str, details: Value) -> EventDraft {
+        EventDraft {
+            id,
+            previous_event_id: id.saturating_sub(1),
+            timestamp: chrono::Utc::now(),
+            event_type: kind.to_owned(),
+            details: Some(details),
+        }
+    }
+
+    fn stored_details(store: &Store) -> Vec<String> {
+        let mut stmt = store
+            .conn
+            .prepare("SELECT details FROM history ORDER BY exec_id, id")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap()
+    }
+
+    fn payload_rows(store: &Store) -> i64 {
+        store
+            .conn
+            .query_row("SELECT count(*) FROM payloads", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_payload_repeated_in_a_history_is_stored_once_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        let state = serde_json::json!({ "order": "o-1", "lines": "x".repeat(200) }).to_string();
+        let events = [
+            event(
+                1,
+                "TaskStateEntered",
+                serde_json::json!({ "name": "A", "input": state }),
+            ),
+            event(
+                2,
+                "TaskStateExited",
+                serde_json::json!({ "name": "A", "output": state }),
+            ),
+            event(
+                3,
+                "PassStateEntered",
+                serde_json::json!({ "name": "B", "input": state }),
+            ),
+            // Small payloads stay where they are.
+            event(
+                4,
+                "PassStateExited",
+                serde_json::json!({ "name": "B", "output": "{}" }),
+            ),
+        ];
+        store.append_events(7, &events).unwrap();
+        assert_eq!(payload_rows(&store), 1, "one copy of the repeated payload");
+        let stored = stored_details(&store);
+        assert!(
+            stored[..3].iter().all(|d| !d.contains("xxxx")),
+            "{stored:?}"
+        );
+        assert!(stored[3].contains("\"output\":\"{}\""), "{}", stored[3]);
+        let read = store.events(7, None, false, 100).unwrap();
+        for (row, event) in read.iter().zip(&events) {
+            let details: Value = serde_json::from_str(row.4.as_deref().unwrap()).unwrap();
+            assert_eq!(Some(&details), event.details.as_ref());
+        }
+        // Another execution's identical payload is its own (pruned with it).
+        store.append_events(8, &events[..1]).unwrap();
+        assert_eq!(payload_rows(&store), 2);
+    }
+
+    #[test]
+    fn a_payload_whose_key_another_payload_holds_stays_inline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        let text = "y".repeat(100);
+        // A different body under the key `text` will have: as a collision would leave it.
+        store
+            .conn
+            .execute(
+                "INSERT INTO payloads (exec_id, key, body) VALUES (3, ?, 'other')",
+                [payload_key(&text)],
+            )
+            .unwrap();
+        let events = [event(
+            1,
+            "PassStateEntered",
+            serde_json::json!({ "name": "A", "input": text }),
+        )];
+        store.append_events(3, &events).unwrap();
+        let stored = stored_details(&store);
+        assert!(stored[0].contains(&text), "kept inline: {}", stored[0]);
+        let read = store.events(3, None, false, 10).unwrap();
+        let details: Value = serde_json::from_str(read[0].4.as_deref().unwrap()).unwrap();
+        assert_eq!(Some(&details), events[0].details.as_ref());
     }
 }

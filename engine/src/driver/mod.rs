@@ -75,6 +75,10 @@ pub struct EngineConfig {
     pub on_writer_start: Option<fn()>,
     /// The time every step, timer and redrive check reads. Default the system clock.
     pub clock: Clock,
+    /// How long a closed execution is kept: past it, its row, history, tasks and timers are
+    /// deleted (AWS keeps a closed Standard execution for 90 days). `None` keeps everything.
+    /// Default `None`.
+    pub retention: Option<Duration>,
 }
 
 impl EngineConfig {
@@ -87,6 +91,7 @@ impl EngineConfig {
             max_batch: 4096,
             on_writer_start: None,
             clock: Clock::system(),
+            retention: None,
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct Stats {
     pub commits: AtomicU64,
     /// States entered.
     pub transitions: AtomicU64,
+    /// Closed executions deleted past the retention.
+    pub pruned: AtomicU64,
 }
 
 /// The largest execution input, task output or history payload, as in AWS (256 KiB).

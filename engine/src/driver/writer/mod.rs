@@ -10,6 +10,7 @@ mod handlers;
 mod load;
 mod poll;
 mod redrive;
+mod retention;
 mod timers;
 
 pub use commands::{Answer, Command};
@@ -48,6 +49,8 @@ pub struct Writer {
     /// database, so an entry stays true until the execution is loaded into a batch (it is
     /// taken out then, and put back only once that batch has committed).
     warm: HashMap<i64, Loaded>,
+    /// When the next retention pass may run (`prune_if_due`).
+    next_prune: Instant,
 }
 
 type Sql<T> = Result<T, rusqlite::Error>;
@@ -79,6 +82,7 @@ impl Writer {
             watchers: HashMap::new(),
             next_due,
             warm: HashMap::new(),
+            next_prune: Instant::now(),
         })
     }
 
@@ -109,6 +113,7 @@ impl Writer {
                 _ => true,
             });
             self.batch(commands);
+            self.prune_if_due();
             if let Some(reply) = shutdown {
                 self.close_pollers();
                 if let Some(r) = reply {
@@ -133,9 +138,7 @@ impl Writer {
             let ms = (due - millis(self.config.clock.now())).max(0) as u64;
             std::time::Duration::from_millis(ms)
         });
-        match (poll, timer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let prune = self.prune_due().map(|at| at.saturating_duration_since(now));
+        [poll, timer, prune].into_iter().flatten().min()
     }
 }
