@@ -108,6 +108,44 @@ pub enum Command {
     /// its hash is stored. A revoked key is refused by every replica within seconds.
     #[command(subcommand)]
     Keys(KeysCommand),
+
+    /// Copy the embedded backend's two SQLite files (the store in --db and the engine's state
+    /// beside it) into a new directory, consistently with each other, while the service runs.
+    ///
+    /// Both copies are taken from read snapshots opened one right after the other, the engine's
+    /// first: the store's copy is never behind the engine's, so every execution in the copy
+    /// has its order (what the copy can hold that the engine's lacks, a step's record written
+    /// in between, is what a crash leaves, and the saga's idempotent steps repair it). Writes
+    /// `manifest.json` last: a directory without it is not a backup. With `--backend aws`,
+    /// back up with DynamoDB's point-in-time recovery; Step Functions keeps its own state.
+    Backup(BackupArgs),
+
+    /// Put a backup made by `fulfillment backup` in place of a store (--db) and its engine
+    /// file, which must not exist yet (move the old ones aside first). Checks both copies
+    /// before it writes anything. Orders accepted after the backup are not in it: a client's
+    /// retry of its POST (same order id) places each again.
+    Restore(RestoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The directory to write the backup into: created, or an empty one.
+    #[arg(long, value_name = "DIR")]
+    pub to: PathBuf,
+    /// The store's SQLite file; the engine's state is beside it.
+    #[arg(long, env = "FULFILLMENT_DB", default_value = "./fulfillment.db")]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// A directory `fulfillment backup` wrote.
+    #[arg(long, value_name = "DIR")]
+    pub from: PathBuf,
+    /// Where the store's SQLite file goes; the engine's state goes beside it. Neither may
+    /// exist.
+    #[arg(long, env = "FULFILLMENT_DB", default_value = "./fulfillment.db")]
+    pub db: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -582,6 +620,20 @@ pub struct ServeArgs {
     )]
     pub approval_keeper_rate: NonZeroU32,
 
+    /// How long the embedded engine keeps a finished order's execution (its history, tasks
+    /// and timers) after it closed, e.g. `90d`, `12h`; `off` keeps everything. The order's own
+    /// record (status, prices, charge, shipment, approval) is kept for good; its history
+    /// answers `410 Gone` once pruned. With `--backend aws`, Step Functions applies its own
+    /// retention (90 days after an execution closes) and this setting has no effect.
+    #[arg(
+        long,
+        env = "FULFILLMENT_RETENTION",
+        default_value = "90d",
+        value_parser = parse_retention,
+        value_name = "DURATION"
+    )]
+    pub retention: Retention,
+
     /// The largest request body accepted (larger ones are answered 413).
     #[arg(
         long,
@@ -713,6 +765,17 @@ fn parse_repair_interval(raw: &str) -> Result<RepairInterval, String> {
     match raw.trim() {
         "0" | "off" => Ok(RepairInterval(None)),
         other => parse_duration(other).map(|d| RepairInterval(Some(d))),
+    }
+}
+
+/// How long closed executions are kept, as given: a duration, or none (`off`: for ever).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<Duration>);
+
+fn parse_retention(raw: &str) -> Result<Retention, String> {
+    match raw.trim() {
+        "off" => Ok(Retention(None)),
+        other => parse_duration(other).map(|d| Retention(Some(d))),
     }
 }
 
@@ -870,6 +933,8 @@ pub struct Settings {
     pub rate_limits: RateLimitSettings,
     pub log_format: LogFormat,
     pub repair: RepairLoopSettings,
+    /// How long the embedded engine keeps a closed execution; `None`: for ever.
+    pub retention: Option<Duration>,
 }
 
 /// The repair loop of `serve`.
@@ -942,6 +1007,7 @@ impl From<ServeArgs> for Settings {
                 interval: a.repair_interval.0,
                 grace: a.repair_grace.repair_grace,
             },
+            retention: a.retention.0,
         }
     }
 }
@@ -1050,6 +1116,17 @@ mod tests {
         assert_eq!(s.log_format, LogFormat::Text);
         assert_eq!(s.repair, RepairLoopSettings::default());
         assert_eq!(s.repair.interval, Some(Duration::from_secs(60)));
+        assert_eq!(s.retention, Some(Duration::from_secs(90 * 24 * 3600)));
+    }
+
+    #[test]
+    fn retention_is_a_duration_of_a_second_or_more_or_off() {
+        let s = serve(&["--retention", "36h"]).unwrap();
+        assert_eq!(s.retention, Some(Duration::from_secs(36 * 3600)));
+        assert_eq!(serve(&["--retention", "off"]).unwrap().retention, None);
+        for bad in ["0", "500ms", "forever", ""] {
+            assert!(serve(&["--retention", bad]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

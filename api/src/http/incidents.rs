@@ -294,6 +294,18 @@ pub async fn redrive(
                 ),
             ));
         }
+        // Deleted past the retention: nothing is left to resume (AWS allows a redrive for 14
+        // days after the stop anyway); the incident can still be resolved by hand.
+        Err(WorkflowError::ExecutionDoesNotExist(_)) => {
+            return Err(Problem::new(
+                ProblemKind::NotRedrivable,
+                format!(
+                    "the execution of order {} no longer exists (deleted after the workflow's \
+                     retention): resolve the incident by hand",
+                    order.id()
+                ),
+            ));
+        }
         Err(e) => return Err(Problem::backend(&e, e.is_transient())),
     };
     // Recorded after the redrive: an action is only recorded when it happened. Should the

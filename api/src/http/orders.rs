@@ -797,6 +797,7 @@ pub(super) fn decision_name(d: store::Decision) -> &'static str {
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 400, description = "Invalid `maxResults`, or a `nextToken` that is not one this order's history gave (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The order finished longer ago than the workflow keeps a closed execution (`--retention`, 90 days by default; on AWS, Step Functions' own 90 days): its history is gone, its record is not (`history-pruned`; `GET /orders/{orderId}/status` still answers)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -846,6 +847,23 @@ pub async fn history(
             },
             next_token: page.next_token,
         })),
+        // A finished order's execution is gone only once retention deleted it: say so, rather
+        // than show an empty history as if the saga never ran.
+        Err(WorkflowError::ExecutionDoesNotExist(_)) if order.status.is_terminal() => {
+            Err(Problem::new(
+                ProblemKind::HistoryPruned,
+                format!(
+                    "order {} finished on {}; its execution's history was deleted after the \
+                     workflow's retention. Its status and record remain at /orders/{}/status",
+                    order.id(),
+                    order
+                        .updated_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    order.id()
+                ),
+            ))
+        }
+        // Accepted but not started yet.
         Err(WorkflowError::ExecutionDoesNotExist(_)) => Ok(Json(HistoryView {
             events: Vec::new(),
             next_token: None,

@@ -42,6 +42,7 @@ pub enum ProblemKind {
     NoOpenIncident,
     NotRedrivable,
     ExecutionRunning,
+    HistoryPruned,
     RateLimited,
     ServiceUnavailable,
     NotReady,
@@ -50,7 +51,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 28] = [
+    pub const ALL: [ProblemKind; 29] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
@@ -74,6 +75,7 @@ impl ProblemKind {
         ProblemKind::NoOpenIncident,
         ProblemKind::NotRedrivable,
         ProblemKind::ExecutionRunning,
+        ProblemKind::HistoryPruned,
         ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::NotReady,
@@ -106,6 +108,7 @@ impl ProblemKind {
             ProblemKind::NoOpenIncident => "no-open-incident",
             ProblemKind::NotRedrivable => "not-redrivable",
             ProblemKind::ExecutionRunning => "execution-running",
+            ProblemKind::HistoryPruned => "history-pruned",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::NotReady => "not-ready",
@@ -139,6 +142,7 @@ impl ProblemKind {
             ProblemKind::NoOpenIncident => "Order has no open incident",
             ProblemKind::NotRedrivable => "Execution cannot be redriven",
             ProblemKind::ExecutionRunning => "Order's execution is still running",
+            ProblemKind::HistoryPruned => "The order's history is past its retention",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::NotReady => "Service not ready",
@@ -172,6 +176,7 @@ impl ProblemKind {
             | ProblemKind::NoOpenIncident
             | ProblemKind::NotRedrivable
             | ProblemKind::ExecutionRunning => StatusCode::CONFLICT,
+            ProblemKind::HistoryPruned => StatusCode::GONE,
             ProblemKind::ServiceUnavailable | ProblemKind::NotReady | ProblemKind::Timeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

@@ -56,7 +56,8 @@ pub async fn run_repair(settings: &AuditSettings, grace: Duration) -> Result<Pas
     check_payments(&payments).await?;
     let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
     let opened = match settings.backend.kind {
-        Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
+        // An audit's repair pass prunes nothing: that is the serving engine's background work.
+        Backend::Embedded => open_embedded(&settings.backend, payments, &shipping, None).await?,
         Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
     };
     let lease: Arc<dyn Lease> = match &opened.lease_table {

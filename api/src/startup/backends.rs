@@ -139,6 +139,7 @@ pub(super) async fn open_embedded(
     settings: &BackendSettings,
     payments: PaymentsSettings,
     shipping: &ShippingSettings,
+    retention: Option<std::time::Duration>,
 ) -> Result<Opened, StartupError> {
     let gateway = match &payments {
         PaymentsSettings::Sandbox => None,
@@ -148,6 +149,7 @@ pub(super) async fn open_embedded(
     let engine_config = EngineConfig {
         // The engine runs the sagas: it yields to the threads accepting orders, as the workers do.
         on_writer_start: Some(lower_priority),
+        retention,
         ..EngineConfig::new(&settings.engine_path)
     };
     let engine =
@@ -213,7 +215,8 @@ pub(super) async fn open_embedded(
 /// so these say how much work each fsync carries.
 pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledMetric> {
     use std::sync::atomic::Ordering::Relaxed;
-    let (e1, e2, s1, s2) = (engine.clone(), engine.clone(), store.clone(), store.clone());
+    let (e1, e2, e3) = (engine.clone(), engine.clone(), engine.clone());
+    let (s1, s2) = (store.clone(), store.clone());
     vec![
         SampledMetric {
             kind: SampledKind::Counter,
@@ -226,6 +229,12 @@ pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<Sam
             name: "engine_transitions",
             help: "States the workflow engine's executions entered",
             read: Box::new(move || e2.stats().transitions.load(Relaxed)),
+        },
+        SampledMetric {
+            kind: SampledKind::Counter,
+            name: "engine_executions_pruned",
+            help: "Closed executions the workflow engine deleted past the retention (--retention)",
+            read: Box::new(move || e3.stats().pruned.load(Relaxed)),
         },
         SampledMetric {
             kind: SampledKind::Counter,

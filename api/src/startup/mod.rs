@@ -41,6 +41,7 @@ use workflow::{EmbeddedWorkflow, SagaWorkers, WorkerSettings, WorkflowError, Wor
 
 mod auditing;
 mod backends;
+mod backup;
 mod engine_server;
 mod keys;
 mod provision;
@@ -49,6 +50,7 @@ mod serve;
 pub use auditing::{Audited, run_audit, run_repair};
 pub use backends::aws_sdk_config;
 use backends::*;
+pub use backup::{run_backup, run_restore};
 pub use engine_server::{EngineServer, run_engine};
 use keys::*;
 pub use keys::{BOOTSTRAP_CLIENT_NAME, BOOTSTRAP_OPERATOR_NAME, BootstrapKeys, run_keys};
@@ -93,6 +95,8 @@ pub enum StartupError {
     RepairLeaseHeld,
     #[error("{0}")]
     Keys(KeyError),
+    #[error("backup or restore failed: {0}")]
+    Backup(String),
 }
 
 impl StartupError {
@@ -472,6 +476,7 @@ mod tests {
             rate_limits: Default::default(),
             log_format: crate::config::LogFormat::Text,
             repair: Default::default(),
+            retention: None,
         }
     }
 

@@ -245,7 +245,9 @@ impl Service {
         // instant can be in flight in this process (see `RepairSettings::sole_owner_since`).
         let opened_at = chrono::Utc::now();
         let opened = match settings.backend.kind {
-            Backend::Embedded => open_embedded(&settings.backend, payments, &shipping).await?,
+            Backend::Embedded => {
+                open_embedded(&settings.backend, payments, &shipping, settings.retention).await?
+            }
             Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
         };
         // Only a start that opened its backend creates keys (a second instance refused by the
