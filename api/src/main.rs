@@ -5,8 +5,8 @@
 //! Everything is composed in [`api::startup`]; `--help` documents every setting.
 
 use api::config::{
-    AuditSettings, Cli, Command, EngineSettings, KeysCommand, KeysSettings, ProvisionSettings,
-    Settings,
+    AuditSettings, Cli, Command, EngineSettings, KeysCommand, KeysSettings, LogFormat,
+    ProvisionSettings, Settings,
 };
 use api::telemetry::LogTo;
 use clap::Parser;
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Keys(KeysCommand::Create(a)) => (a.backend.log_format, LogTo::Stderr),
         Command::Keys(KeysCommand::List(a)) => (a.backend.log_format, LogTo::Stderr),
         Command::Keys(KeysCommand::Revoke(a)) => (a.backend.log_format, LogTo::Stderr),
+        Command::Backup(_) | Command::Restore(_) => (LogFormat::Text, LogTo::Stderr),
     };
     let _logs = api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -55,6 +56,12 @@ fn main() -> ExitCode {
         Command::Keys(command) => runtime
             .block_on(api::startup::run_keys(KeysSettings::from(command)))
             .map(|()| ExitCode::SUCCESS),
+        Command::Backup(args) => {
+            api::startup::run_backup(&args.db, &args.to).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Restore(args) => {
+            api::startup::run_restore(&args.from, &args.db).map(|()| ExitCode::SUCCESS)
+        }
         Command::Audit(args) => runtime
             .block_on(api::startup::run_audit(AuditSettings::from(args)))
             .map(|audited| {
