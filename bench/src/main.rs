@@ -1,7 +1,8 @@
 //! `bench`: load benchmarks of the real `fulfillment` binary on loopback — accept latency and
 //! saturation, saga throughput, parked orders, crash recovery and the disk's fsync rate — on
 //! the embedded backend and on AWS emulators (fakecloud + moto) side by side; and the AWS
-//! backend's calls per API beside AWS's quotas (`quota`, against `fulfillment engine` + moto). Each scenario
+//! backend's calls per API beside AWS's quotas (`quota`, against `fulfillment engine` + moto); and a soak
+//! of many orders with a short retention (`soak`). Each scenario
 //! prints one `bench <scenario>: …` line on stdout; progress goes to stderr.
 
 mod aws;
@@ -29,6 +30,7 @@ enum Scenario {
     Recovery,
     Fsync,
     Quota,
+    Soak,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +88,16 @@ struct Cli {
     /// quota: seconds of each background measurement.
     #[arg(long, env = "BENCH_QUOTA_WINDOW_SECS", default_value_t = 10.0)]
     quota_window_secs: f64,
+    /// soak: orders pushed through one service (embedded backend).
+    #[arg(long, env = "BENCH_SOAK_ORDERS", default_value_t = 1_000_000)]
+    soak_orders: u64,
+    /// soak: orders per measured window.
+    #[arg(long, env = "BENCH_SOAK_WINDOW", default_value_t = 100_000)]
+    soak_window: u64,
+    /// soak: the service's retention of closed executions, seconds (short, so that pruning
+    /// runs during the soak).
+    #[arg(long, env = "BENCH_SOAK_RETENTION_SECS", default_value_t = 60)]
+    soak_retention_secs: u64,
     /// The AWS side runs the counts and rates divided by this.
     #[arg(long, env = "BENCH_AWS_DIVISOR", default_value_t = 10)]
     aws_divisor: u64,
@@ -142,13 +154,14 @@ fn main() -> Result<()> {
         .block_on(run(cli))
 }
 
-const ALL: [(Scenario, &str); 6] = [
+const ALL: [(Scenario, &str); 7] = [
     (Scenario::Fsync, "fsync"),
     (Scenario::Accept, "accept"),
     (Scenario::Saga, "saga"),
     (Scenario::Parked, "parked"),
     (Scenario::Recovery, "recovery"),
     (Scenario::Quota, "quota"),
+    (Scenario::Soak, "soak"),
 ];
 
 async fn run(cli: Cli) -> Result<()> {
@@ -220,6 +233,24 @@ async fn run(cli: Cli) -> Result<()> {
             failed |= result.is_err();
             continue;
         }
+        if scenario == Scenario::Soak {
+            // Retention is the embedded engine's (on AWS it is Step Functions' own 90 days).
+            eprintln!("bench soak: embedded …");
+            let sizes = scenarios::soak::SoakSizes {
+                orders: cli.soak_orders,
+                window: cli.soak_window,
+                retention: Duration::from_secs(cli.soak_retention_secs),
+            };
+            let ctx = ctx(Backend::Embedded);
+            let result =
+                joined(tokio::spawn(async move { scenarios::soak::run(&ctx, &sizes).await }).await);
+            match &result {
+                Ok(report) => println!("bench soak: {}", report.summary),
+                Err(e) => println!("bench soak: failed: {e}"),
+            }
+            failed |= result.is_err();
+            continue;
+        }
         let embedded = if backends != Backends::Aws {
             eprintln!("bench {name}: embedded …");
             Some(one(scenario, ctx(Backend::Embedded), None).await)
@@ -260,7 +291,7 @@ async fn one(scenario: Scenario, ctx: Ctx, limit: Option<Duration>) -> Result<Re
             Scenario::Saga => scenarios::saga::run(&ctx).await,
             Scenario::Parked => scenarios::parked::run(&ctx).await,
             Scenario::Recovery => scenarios::recovery::run(&ctx).await,
-            Scenario::Fsync | Scenario::Quota | Scenario::All => {
+            Scenario::Fsync | Scenario::Quota | Scenario::Soak | Scenario::All => {
                 unreachable!("not a backend's scenario")
             }
         }

@@ -8,6 +8,7 @@ pub mod parked;
 pub mod quota;
 pub mod recovery;
 pub mod saga;
+pub mod soak;
 
 use crate::metrics::Counters;
 use crate::service::{Backend, Service};
