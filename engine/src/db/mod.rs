@@ -15,8 +15,14 @@ pub type Result<T> = std::result::Result<T, rusqlite::Error>;
 /// apart (see [`Store::append_events`]).
 const SHARED_FIELDS: [&str; 2] = ["input", "output"];
 pub const SHARED_PAYLOAD_MIN: usize = 64;
-/// The key of a payload's reference in an event's stored details: `{"$payload": key}`.
+/// The key of a payload's reference in an event's stored details: `{"$payload": key}`, with
+/// `"$bare": true` when the event had no `…Details` beside the payload.
 const PAYLOAD_REF: &str = "$payload";
+const BARE: &str = "$bare";
+
+fn untruncated() -> Value {
+    serde_json::json!({ "truncated": false })
+}
 
 /// A payload's key: the first 8 bytes of its SHA-256 (stable across builds, so a payload stored
 /// by one is found again by the next).
@@ -243,6 +249,10 @@ fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
         has_snapshot: r.get(13)?,
     })
 }
+
+/// What closing a task leaves of its row: its token, its execution, and the closed status.
+const CLOSED_TASK: &str = "status = 2, input = NULL, worker = NULL, activity_arn = NULL, \
+     resource = '', state_name = ''";
 
 const TASK_COLUMNS: &str =
     "token, exec_id, activity_arn, resource, state_name, input, status, heartbeat_s";
@@ -644,7 +654,9 @@ impl Store {
         Ok(())
     }
 
-    /// The details' text with each large payload stored apart and referenced.
+    /// The details' text with each large payload stored apart and referenced. A referenced
+    /// payload's `…Details` (`{"truncated": false}`, on every payload the engine writes) is
+    /// left out too and put back on reading; a payload without one says so (`$bare`).
     fn share_payloads(&self, exec_id: i64, details: &Value) -> Result<String> {
         let Value::Object(map) = details else {
             return Ok(details.to_string());
@@ -657,13 +669,23 @@ impl Store {
             if text.len() < SHARED_PAYLOAD_MIN {
                 continue;
             }
-            if let Some(key) = self.put_payload(exec_id, text)? {
-                let mut reference = serde_json::Map::new();
-                reference.insert(PAYLOAD_REF.to_owned(), key.into());
-                shared
-                    .get_or_insert_with(|| map.clone())
-                    .insert(field.to_owned(), Value::Object(reference));
+            let Some(key) = self.put_payload(exec_id, text)? else {
+                continue;
+            };
+            let out = shared.get_or_insert_with(|| map.clone());
+            let mut reference = serde_json::Map::new();
+            reference.insert(PAYLOAD_REF.to_owned(), key.into());
+            let details_key = format!("{field}Details");
+            match map.get(&details_key) {
+                Some(d) if *d == untruncated() => {
+                    out.shift_remove(&details_key);
+                }
+                Some(_) => {}
+                None => {
+                    reference.insert(BARE.to_owned(), Value::Bool(true));
+                }
             }
+            out.insert(field.to_owned(), Value::Object(reference));
         }
         Ok(match shared {
             Some(m) => Value::Object(m).to_string(),
@@ -691,20 +713,23 @@ impl Store {
         Ok(same.then_some(key))
     }
 
-    /// The details' text with every referenced payload put back.
+    /// The details' text with every referenced payload (and its `…Details`) put back where
+    /// it was.
     fn resolve_payloads(&self, exec_id: i64, details: String) -> Result<String> {
         if !details.contains(PAYLOAD_REF) {
             return Ok(details);
         }
-        let Ok(Value::Object(mut map)) = serde_json::from_str::<Value>(&details) else {
+        let Ok(Value::Object(map)) = serde_json::from_str::<Value>(&details) else {
             return Ok(details);
         };
-        for field in SHARED_FIELDS {
-            let Some(key) = map
-                .get(field)
-                .and_then(|v| v.get(PAYLOAD_REF))
-                .and_then(Value::as_i64)
-            else {
+        let mut out = serde_json::Map::with_capacity(map.len() + 2);
+        for (name, value) in map {
+            let reference = SHARED_FIELDS
+                .contains(&name.as_str())
+                .then(|| value.get(PAYLOAD_REF).and_then(Value::as_i64))
+                .flatten();
+            let Some(key) = reference else {
+                out.insert(name, value);
                 continue;
             };
             let body: Option<String> = self
@@ -712,11 +737,14 @@ impl Store {
                 .prepare_cached("SELECT body FROM payloads WHERE exec_id = ? AND key = ?")?
                 .query_row(params![exec_id, key], |r| r.get(0))
                 .optional()?;
-            if let Some(body) = body {
-                map.insert(field.to_owned(), Value::String(body));
+            let bare = value.get(BARE).is_some();
+            out.insert(name.clone(), body.map_or(value, Value::String));
+            if !bare {
+                out.entry(format!("{name}Details"))
+                    .or_insert_with(untruncated);
             }
         }
-        Ok(Value::Object(map).to_string())
+        Ok(Value::Object(out).to_string())
     }
 
     /// The id of the execution's last history event (0 before the first).
@@ -826,10 +854,12 @@ impl Store {
         Ok(changed as u64)
     }
 
-    /// Closes a task: its token is dead from now on. The input is dropped to save space.
+    /// Closes a task: its token is dead from now on. Only the token and the execution are
+    /// kept (to answer a late worker that its task is gone, and to prune it with its
+    /// execution); the rest is dropped to save space.
     pub fn close_task(&self, token: &str) -> Result<()> {
         self.conn
-            .prepare_cached("UPDATE tasks SET status = 2, input = NULL WHERE token = ?")?
+            .prepare_cached(&format!("UPDATE tasks SET {CLOSED_TASK} WHERE token = ?"))?
             .execute([token])?;
         self.conn
             .prepare_cached("DELETE FROM timers WHERE kind IN (2, 3) AND ref = ? AND exec_id = (SELECT exec_id FROM tasks WHERE token = ?)")?
@@ -840,9 +870,9 @@ impl Store {
     /// Closes every open task of an execution (it ended without the interpreter closing them).
     pub fn close_tasks_of(&self, exec_id: i64) -> Result<()> {
         self.conn
-            .prepare_cached(
-                "UPDATE tasks SET status = 2, input = NULL WHERE exec_id = ? AND status < 2",
-            )?
+            .prepare_cached(&format!(
+                "UPDATE tasks SET {CLOSED_TASK} WHERE exec_id = ? AND status < 2"
+            ))?
             .execute([exec_id])?;
         Ok(())
     }
@@ -992,12 +1022,12 @@ mod tests {
             event(
                 1,
                 "TaskStateEntered",
-                serde_json::json!({ "name": "A", "input": state }),
+                serde_json::json!({ "name": "A", "input": state, "inputDetails": untruncated() }),
             ),
             event(
                 2,
                 "TaskStateExited",
-                serde_json::json!({ "name": "A", "output": state }),
+                serde_json::json!({ "name": "A", "output": state, "outputDetails": untruncated() }),
             ),
             event(
                 3,
@@ -1021,8 +1051,11 @@ mod tests {
         assert!(stored[3].contains("\"output\":\"{}\""), "{}", stored[3]);
         let read = store.events(7, None, false, 100).unwrap();
         for (row, event) in read.iter().zip(&events) {
-            let details: Value = serde_json::from_str(row.4.as_deref().unwrap()).unwrap();
-            assert_eq!(Some(&details), event.details.as_ref());
+            // Exactly as written, keys in their order.
+            assert_eq!(
+                row.4.as_deref(),
+                event.details.as_ref().map(|d| d.to_string()).as_deref()
+            );
         }
         // Another execution's identical payload is its own (pruned with it).
         store.append_events(8, &events[..1]).unwrap();
