@@ -25,6 +25,12 @@ impl Latencies {
         self.0.saturating_record(micros.max(1));
     }
 
+    /// Adds every latency of `other`.
+    pub fn merge(&mut self, other: &Latencies) {
+        // Same bounds on both sides: it cannot fail.
+        let _ = self.0.add(&other.0);
+    }
+
     pub fn len(&self) -> u64 {
         self.0.len()
     }

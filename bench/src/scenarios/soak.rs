@@ -1,18 +1,24 @@
 //! soak: many small orders through one service with a short retention, so pruning runs while
-//! the orders flow, in windows of W orders. Each window submits its W orders (closed loop, as
-//! fast as the service accepts them) and waits until all have finished; it reports completed
-//! sagas/s (W over the window's first POST to its last saga finished), `POST /orders` p99 of
-//! its submissions, and the bytes on disk (both SQLite files and their WALs). The service's
-//! speed and its bytes per order should not move as the orders pile up: the last window's
-//! figures are compared with the first's. Ends with an audit of the whole store.
+//! the orders flow, in windows of W orders. Orders go in as a steady stream, not a flood: chunks
+//! of `CHUNK` (closed loop, 64 connections), each sent once no more than `IN_FLIGHT` orders are
+//! unfinished, so the service runs at its saga rate with a bounded backlog (a flood of 100,000
+//! at once measures a backlog, not the service). Each window reports completed sagas/s (W over
+//! the window's first POST to its last saga finished), `POST /orders` p99 of its submissions,
+//! and the bytes on disk (both SQLite files and their WALs). Speed and bytes per order should
+//! not move as the orders pile up: the last window's figures are compared with the first's.
+//! Ends with an audit of the whole store.
 
 use super::{Ctx, Figure, Report};
 use crate::load::closed;
 use crate::metrics;
 use crate::service::{PRICE_CENTS, Service, place_orders};
-use crate::stats::{mib, ms};
+use crate::stats::{Latencies, mib, ms};
 use anyhow::{Result, bail};
 use std::time::{Duration, Instant};
+
+/// Orders sent at once, and the most unfinished before the next chunk goes.
+const CHUNK: u64 = 2_000;
+const IN_FLIGHT: u64 = 4_000;
 
 /// What `bench soak` runs.
 #[derive(Debug, Clone)]
@@ -43,21 +49,33 @@ pub async fn run(ctx: &Ctx, sizes: &SoakSizes) -> Result<Report> {
         let count = w.min(n - done);
         let first = done;
         let t0 = Instant::now();
-        let make = make.clone();
-        let submitted = closed::run(
-            addr,
-            ctx.sizes.connections,
-            closed::Until::count(count),
-            std::sync::Arc::new(move |i| make(first + i)),
-            None,
-        )
-        .await?;
-        submitted.require_all(202, "submitting the orders")?;
-        done += count;
+        let mut latencies = Latencies::new();
+        while done < first + count {
+            let chunk = CHUNK.min(first + count - done);
+            let from = done;
+            let make = make.clone();
+            let submitted = closed::run(
+                addr,
+                ctx.sizes.connections,
+                closed::Until::count(chunk),
+                std::sync::Arc::new(move |i| make(from + i)),
+                None,
+            )
+            .await?;
+            submitted.require_all(202, "submitting the orders")?;
+            latencies.merge(&submitted.latencies);
+            done += chunk;
+            wait_finished(
+                &service,
+                done.saturating_sub(IN_FLIGHT - CHUNK),
+                ctx.deadline(),
+            )
+            .await?;
+        }
         let finished = wait_finished(&service, done, ctx.deadline()).await?;
         let window = Window {
             sagas_per_s: count as f64 / (finished - t0).as_secs_f64(),
-            p99: submitted.latencies.quantile(0.99),
+            p99: latencies.quantile(0.99),
             db_bytes: service.db_bytes(),
         };
         let pruned = pruned(&service).await;
