@@ -18,6 +18,18 @@ const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// The first pass comes this long after the start at most (sooner with a shorter interval).
 const FIRST_PASS_AFTER: Duration = Duration::from_secs(5);
 
+/// A pass reads the whole books (every order, reservation and charge), which grows with the
+/// data: the next pass waits at least this many times as long as the last one took, so the
+/// loop never takes more than a tenth of the time whatever `--repair-interval` says (at a
+/// million orders a pass takes seconds, and passes back to back would slow the sagas).
+const REST_PER_PASS: u32 = 9;
+
+/// When the pass after one that started at `started` and ended at `ended` is due.
+fn next_pass(started: Instant, ended: Instant, interval: Duration) -> Instant {
+    let took = ended.saturating_duration_since(started);
+    ended + interval.max(took * REST_PER_PASS)
+}
+
 /// How long the repair lease lasts from each renewal, for passes `interval` apart: past the
 /// interval, so its holder renews it at its next pass before another replica may take it.
 pub fn lease_duration(interval: Duration) -> Duration {
@@ -62,7 +74,8 @@ async fn run(
             _ = &mut stop => break,
             () = tokio::time::sleep_until(next) => {}
         }
-        next = Instant::now() + interval;
+        let started = Instant::now();
+        next = started + interval;
         match lease.hold().await {
             Ok(true) => {}
             Ok(false) => {
@@ -93,6 +106,12 @@ async fn run(
                 Err(e) => tracing::warn!(error = %e, transient = e.is_transient(), "the repair pass could not read the books; the next one tries again"),
             },
         }
+        next = next_pass(started, Instant::now(), interval);
+        tracing::debug!(
+            took_ms = started.elapsed().as_millis() as u64,
+            next_in_s = next.saturating_duration_since(Instant::now()).as_secs(),
+            "repair pass ended"
+        );
     }
     if let Err(e) = lease.release().await {
         tracing::warn!(error = %e, "cannot give the repair lease up; another replica takes it once it expires");
@@ -115,5 +134,25 @@ async fn keep(lease: &dyn Lease, duration: Duration) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_that_takes_long_pushes_the_next_one_back_to_keep_the_loop_under_a_tenth() {
+        let start = Instant::now();
+        let minute = Duration::from_secs(60);
+        // A quick pass: the interval rules.
+        let quick = start + Duration::from_millis(200);
+        assert_eq!(next_pass(start, quick, minute), quick + minute);
+        // A 20-second pass: 180 s of rest before the next.
+        let slow = start + Duration::from_secs(20);
+        assert_eq!(
+            next_pass(start, slow, minute),
+            slow + Duration::from_secs(180)
+        );
     }
 }
