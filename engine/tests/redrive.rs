@@ -4,32 +4,15 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use engine::{
-    Clock, Engine, EngineConfig, EngineError, ExecutionStatus, GetExecutionHistoryInput,
-    HistoryEvent, RedriveStatus, StartExecutionInput,
+    Engine, EngineConfig, EngineError, ExecutionStatus, GetExecutionHistoryInput, HistoryEvent,
+    RedriveStatus, StartExecutionInput,
 };
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 mod common;
 
-use common::{Db, LONG, db};
-
-/// The system time plus an offset the test moves forward.
-#[derive(Clone, Default)]
-struct Skew(Arc<AtomicI64>);
-
-impl Skew {
-    fn clock(&self) -> Clock {
-        let offset = self.0.clone();
-        Clock::from_fn(move || Utc::now() + TimeDelta::milliseconds(offset.load(Ordering::SeqCst)))
-    }
-
-    fn advance(&self, by: TimeDelta) {
-        self.0.fetch_add(by.num_milliseconds(), Ordering::SeqCst);
-    }
-}
+use common::{Db, LONG, Skew, db};
 
 async fn open(db: &Db, skew: &Skew) -> Engine {
     let config = EngineConfig {

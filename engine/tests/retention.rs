@@ -3,33 +3,15 @@
 //! past its 90 days), a running one and a recently closed one are kept, and the file gives the
 //! space back.
 
-use chrono::{TimeDelta, Utc};
-use engine::{
-    Clock, Engine, EngineConfig, EngineError, GetExecutionHistoryInput, StartExecutionInput,
-};
+use chrono::TimeDelta;
+use engine::{Engine, EngineConfig, EngineError, GetExecutionHistoryInput, StartExecutionInput};
 use serde_json::json;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{LONG, db};
-
-/// The system time plus an offset the test moves forward.
-#[derive(Clone, Default)]
-struct Skew(Arc<AtomicI64>);
-
-impl Skew {
-    fn clock(&self) -> Clock {
-        let offset = self.0.clone();
-        Clock::from_fn(move || Utc::now() + TimeDelta::milliseconds(offset.load(Ordering::SeqCst)))
-    }
-
-    fn advance(&self, by: TimeDelta) {
-        self.0.fetch_add(by.num_milliseconds(), Ordering::SeqCst);
-    }
-}
+use common::{LONG, Skew, db};
 
 const RETENTION: Duration = Duration::from_secs(60);
 
