@@ -283,6 +283,9 @@ impl Store {
         conn.pragma_update(None, "synchronous", synchronous)?;
         // Checkpoints run on the writer thread between batches; keep the WAL bounded.
         conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
+        // A reader that holds a snapshot long (`fulfillment backup`) holds checkpoints back and
+        // the WAL grows meanwhile; once checkpointed, it is cut back to this size.
+        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         conn.set_prepared_statement_cache_capacity(64);
         let store = Store { conn };
         store.incremental_vacuum_on()?;

@@ -91,6 +91,9 @@ impl SqliteStore {
             Durability::Normal => "NORMAL",
         };
         writer.pragma_update(None, "synchronous", synchronous)?;
+        // A reader that holds a snapshot long (`fulfillment backup`) holds checkpoints back and
+        // the WAL grows meanwhile; once checkpointed, it is cut back to this size.
+        writer.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         schema::migrate(&mut writer, SCHEMA_VERSION)?;
 
         let readers = (0..READERS)
