@@ -15,6 +15,15 @@ use common::{LONG, Skew, db};
 
 const RETENTION: Duration = Duration::from_secs(60);
 
+async fn open(path: &std::path::Path, skew: &Skew, retention: Option<Duration>) -> Engine {
+    let config = EngineConfig {
+        clock: skew.clock(),
+        retention,
+        ..EngineConfig::new(path)
+    };
+    Engine::open(config, None).await.unwrap()
+}
+
 async fn start(engine: &Engine, machine: &str, name: &str, input: &str) -> String {
     engine
         .start_execution(StartExecutionInput {
@@ -68,16 +77,7 @@ fn pages(path: &std::path::Path) -> (i64, i64) {
 async fn an_execution_closed_longer_ago_than_the_retention_is_deleted_and_its_space_given_back() {
     let db = db();
     let skew = Skew::default();
-    let engine = Engine::open(
-        EngineConfig {
-            clock: skew.clock(),
-            retention: Some(RETENTION),
-            ..EngineConfig::new(&db.path)
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let engine = open(&db.path, &skew, Some(RETENTION)).await;
     let activity = engine.create_activity("work").await.unwrap().activity_arn;
     let pass = engine
         .create_state_machine(
@@ -188,15 +188,7 @@ async fn an_execution_closed_longer_ago_than_the_retention_is_deleted_and_its_sp
 async fn an_engine_without_retention_keeps_every_closed_execution() {
     let db = db();
     let skew = Skew::default();
-    let engine = Engine::open(
-        EngineConfig {
-            clock: skew.clock(),
-            ..EngineConfig::new(&db.path)
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let engine = open(&db.path, &skew, None).await;
     let pass = engine
         .create_state_machine(
             "pass",

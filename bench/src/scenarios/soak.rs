@@ -78,7 +78,7 @@ pub async fn run(ctx: &Ctx, sizes: &SoakSizes) -> Result<Report> {
             p99: latencies.quantile(0.99),
             db_bytes: service.db_bytes(),
         };
-        let pruned = pruned(&service).await;
+        let (_, pruned) = counts(&service).await;
         eprintln!(
             "bench soak: orders {first}..{done}: {:.0} sagas/s, POST p99 {}, on disk {} \
              ({} bytes/order so far), {pruned} executions pruned so far",
@@ -89,7 +89,7 @@ pub async fn run(ctx: &Ctx, sizes: &SoakSizes) -> Result<Report> {
         );
         windows.push(window);
     }
-    let (completed, pruned) = (completed(&service).await, pruned(&service).await);
+    let (completed, pruned) = counts(&service).await;
     if completed != n {
         bail!("{completed} of {n} sagas COMPLETED");
     }
@@ -155,19 +155,14 @@ async fn wait_finished(service: &Service, goal: u64, deadline: Instant) -> Resul
     }
 }
 
-async fn completed(service: &Service) -> u64 {
+/// Sagas COMPLETED and executions pruned so far, from one read of `/metrics`.
+async fn counts(service: &Service) -> (u64, u64) {
     match service.metrics().await {
-        Ok((samples, _)) => metrics::finished(&samples, "COMPLETED").unwrap_or_default(),
-        Err(_) => 0,
-    }
-}
-
-async fn pruned(service: &Service) -> u64 {
-    match service.metrics().await {
-        Ok((samples, _)) => {
+        Ok((samples, _)) => (
+            metrics::finished(&samples, "COMPLETED").unwrap_or_default(),
             metrics::value(&samples, "fulfillment_engine_executions_pruned_total", &[])
-                .unwrap_or_default() as u64
-        }
-        Err(_) => 0,
+                .unwrap_or_default() as u64,
+        ),
+        Err(_) => (0, 0),
     }
 }

@@ -54,8 +54,13 @@ pub fn json_text(value: &Value) -> String {
 pub fn payload(field: &str, value: &Value) -> Map<String, Value> {
     let mut map = Map::new();
     map.insert(field.to_owned(), Value::String(json_text(value)));
-    map.insert(format!("{field}Details"), json!({ "truncated": false }));
+    map.insert(format!("{field}Details"), untruncated());
     map
+}
+
+/// The `…Details` of a payload the engine writes whole: `{"truncated": false}`.
+pub fn untruncated() -> Value {
+    json!({ "truncated": false })
 }
 
 /// Details `{error?, cause?}`, omitting absent fields as AWS does.

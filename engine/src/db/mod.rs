@@ -2,7 +2,7 @@
 //! every query. Writes happen only on the driver's writer thread inside its grouped
 //! transactions; reads use their own connection (WAL lets them run beside the writer).
 
-use crate::core::history::EventDraft;
+use crate::core::history::{EventDraft, untruncated};
 use crate::driver::SyncPolicy;
 use crate::sfn::ExecutionStatus;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -14,15 +14,11 @@ pub type Result<T> = std::result::Result<T, rusqlite::Error>;
 /// The fields of an event's details that hold payloads, and the size from which one is stored
 /// apart (see [`Store::append_events`]).
 const SHARED_FIELDS: [&str; 2] = ["input", "output"];
-pub const SHARED_PAYLOAD_MIN: usize = 64;
+const SHARED_PAYLOAD_MIN: usize = 64;
 /// The key of a payload's reference in an event's stored details: `{"$payload": key}`, with
 /// `"$bare": true` when the event had no `…Details` beside the payload.
 const PAYLOAD_REF: &str = "$payload";
 const BARE: &str = "$bare";
-
-fn untruncated() -> Value {
-    serde_json::json!({ "truncated": false })
-}
 
 /// A payload's key: the first 8 bytes of its SHA-256 (stable across builds, so a payload stored
 /// by one is found again by the next).
