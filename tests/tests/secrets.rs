@@ -120,7 +120,15 @@ async fn no_secret_reaches_the_logs_the_answers_or_the_metrics() {
     })
     .await;
     answers.push(refused.text);
-    let ready = misconfigured.anonymous(Method::GET, "/readyz", None).await;
+    // The provider has seen the request; the service takes in its refusal a moment later.
+    let until_unready = std::time::Instant::now() + blackbox::DEADLINE;
+    let ready = loop {
+        let ready = misconfigured.anonymous(Method::GET, "/readyz", None).await;
+        if ready.status != StatusCode::OK || std::time::Instant::now() >= until_unready {
+            break ready;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert_eq!(
         ready.status,
         StatusCode::SERVICE_UNAVAILABLE,
