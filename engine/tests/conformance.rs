@@ -70,6 +70,8 @@ async fn conformance_corpus() -> Result<()> {
     );
     let config = EngineConfig {
         account_id: ACCOUNT_ID.into(),
+        // The first cases train the dictionary; the rest read their histories back packed.
+        dictionary_samples: 64 * 1024,
         ..EngineConfig::new(db_dir.path().join("conformance.db"))
     };
     let engine = Engine::open(config, Some(Arc::new(dispatcher))).await?;

@@ -220,8 +220,17 @@ fn crash_child() -> Result<()> {
     runtime.block_on(child(PathBuf::from(db), seed, executions))
 }
 
+/// The engine's configuration, with a dictionary trained early: the kills land before, during
+/// and after its training and storing, and most values are read back packed.
+fn packing(db: impl Into<PathBuf>) -> EngineConfig {
+    EngineConfig {
+        dictionary_samples: 32 * 1024,
+        ..EngineConfig::new(db)
+    }
+}
+
 async fn child(db: PathBuf, seed: u64, executions: usize) -> Result<()> {
-    let engine = Engine::open(EngineConfig::new(db), Some(Arc::new(Flaky))).await?;
+    let engine = Engine::open(packing(db), Some(Arc::new(Flaky))).await?;
     let work = engine.create_activity(WORK).await?.activity_arn;
     engine.create_activity(IDLE).await?;
     let machine = engine
@@ -522,7 +531,7 @@ struct Ended {
 
 async fn collect(db: &Path) -> Result<BTreeMap<String, Ended>> {
     // No handler: every execution should have ended, so nothing is invoked.
-    let engine = Engine::open(EngineConfig::new(db), None).await?;
+    let engine = Engine::open(packing(db), None).await?;
     let machine = format!("arn:aws:states:us-east-1:123456789012:stateMachine:{MACHINE}");
     let mut arns = Vec::new();
     let mut next_token = None;

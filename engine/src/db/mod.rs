@@ -2,9 +2,12 @@
 //! every query. Writes happen only on the driver's writer thread inside its grouped
 //! transactions; reads use their own connection (WAL lets them run beside the writer).
 
+mod codec;
+
 use crate::core::history::{EventDraft, untruncated};
 use crate::driver::SyncPolicy;
 use crate::sfn::ExecutionStatus;
+use codec::Codec;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use std::path::Path;
@@ -124,6 +127,14 @@ CREATE TABLE payloads (
     PRIMARY KEY (exec_id, key)
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- The zstd dictionaries the stored JSON is packed with (see `db/codec.rs`); never deleted.
+CREATE TABLE dictionaries (
+    id         INTEGER PRIMARY KEY,
+    body       BLOB NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+"#,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,6 +229,8 @@ pub struct DueTimer {
 
 pub struct Store {
     conn: Connection,
+    /// Packs the JSON the writer stores and unpacks what any connection reads (`codec.rs`).
+    codec: std::cell::RefCell<Codec>,
 }
 
 /// A history row: id, previous event id, timestamp (ms), type, details (JSON).
@@ -226,7 +239,7 @@ pub type EventRow = (i64, i64, i64, String, Option<String>);
 const EXECUTION_COLUMNS: &str = "id, arn, sm_arn, name, status, input, output, error, cause, \
      start_ms, stop_ms, redrive_count, redrive_ms, snapshot IS NOT NULL";
 
-fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
+fn execution_row(store: &Store, r: &rusqlite::Row) -> Result<ExecutionRow> {
     let status: String = r.get(4)?;
     Ok(ExecutionRow {
         id: r.get(0)?,
@@ -234,8 +247,8 @@ fn execution_row(r: &rusqlite::Row) -> Result<ExecutionRow> {
         sm_arn: r.get(2)?,
         name: r.get(3)?,
         status: ExecutionStatus::parse(&status).unwrap_or(ExecutionStatus::Failed),
-        input: r.get(5)?,
-        output: r.get(6)?,
+        input: store.text(r, 5)?.unwrap_or_default(),
+        output: store.text(r, 6)?,
         error: r.get(7)?,
         cause: r.get(8)?,
         start_ms: r.get(9)?,
@@ -268,7 +281,9 @@ fn task_row(r: &rusqlite::Row) -> Result<TaskRow> {
 
 impl Store {
     /// Opens the database, sets WAL and the sync policy, and brings the schema up to date.
-    pub fn open(path: &Path, sync: SyncPolicy) -> Result<Store> {
+    /// The first `dictionary_samples` bytes of JSON it stores train the dictionary that packs
+    /// the rest (`0`: stored as text; see `codec.rs`).
+    pub fn open(path: &Path, sync: SyncPolicy, dictionary_samples: usize) -> Result<Store> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -283,9 +298,13 @@ impl Store {
         // the WAL grows meanwhile; once checkpointed, it is cut back to this size.
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         conn.set_prepared_statement_cache_capacity(64);
-        let store = Store { conn };
+        let store = Store {
+            conn,
+            codec: std::cell::RefCell::new(Codec::reader()),
+        };
         store.incremental_vacuum_on()?;
         store.migrate()?;
+        *store.codec.borrow_mut() = Codec::writer(&store.conn, dictionary_samples)?;
         Ok(store)
     }
 
@@ -294,7 +313,10 @@ impl Store {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.set_prepared_statement_cache_capacity(32);
-        Ok(Store { conn })
+        Ok(Store {
+            conn,
+            codec: std::cell::RefCell::new(Codec::reader()),
+        })
     }
 
     /// A read-only connection to an existing file, for another process than the engine's
@@ -317,7 +339,10 @@ impl Store {
             ));
         }
         conn.set_prepared_statement_cache_capacity(8);
-        Ok(Store { conn })
+        Ok(Store {
+            conn,
+            codec: std::cell::RefCell::new(Codec::reader()),
+        })
     }
 
     /// Makes the file give freed pages back to the file system on request
@@ -365,7 +390,9 @@ impl Store {
     }
 
     pub fn commit(&self) -> Result<()> {
-        self.conn.execute_batch("COMMIT")
+        self.conn.execute_batch("COMMIT")?;
+        self.codec.borrow_mut().committed();
+        Ok(())
     }
 
     /// Rows inserted, updated or deleted on this connection since it opened: a transaction that
@@ -376,6 +403,28 @@ impl Store {
 
     pub fn rollback(&self) {
         let _ = self.conn.execute_batch("ROLLBACK");
+        self.codec.borrow_mut().rolled_back();
+    }
+
+    /// `text` as it is to be stored: packed once a dictionary exists (`codec.rs`).
+    fn pack<'a>(&self, text: &'a [u8]) -> Result<codec::Packed<'a>> {
+        self.codec.borrow_mut().pack(&self.conn, text)
+    }
+
+    /// Column `i` of a row as text: stored plain or packed (`codec.rs`).
+    fn text(&self, r: &rusqlite::Row, i: usize) -> Result<Option<String>> {
+        let bytes = self.codec.borrow_mut().unpack(&self.conn, r.get_ref(i)?)?;
+        bytes
+            .map(|b| {
+                String::from_utf8(b).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        i,
+                        rusqlite::types::Type::Text,
+                        e.into(),
+                    )
+                })
+            })
+            .transpose()
     }
 
     // ---- state machines and activities ------------------------------------------------------
@@ -433,7 +482,7 @@ impl Store {
             .prepare_cached(&format!(
                 "SELECT {EXECUTION_COLUMNS} FROM executions WHERE arn = ?"
             ))?
-            .query_row([arn], execution_row)
+            .query_row([arn], |r| execution_row(self, r))
             .optional()
     }
 
@@ -442,14 +491,16 @@ impl Store {
             .prepare_cached(&format!(
                 "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?"
             ))?
-            .query_row([id], execution_row)
+            .query_row([id], |r| execution_row(self, r))
             .optional()
     }
 
     pub fn snapshot(&self, id: i64) -> Result<Option<Vec<u8>>> {
         self.conn
             .prepare_cached("SELECT snapshot FROM executions WHERE id = ?")?
-            .query_row([id], |r| r.get(0))
+            .query_row([id], |r| {
+                self.codec.borrow_mut().unpack(&self.conn, r.get_ref(0)?)
+            })
             .optional()
             .map(Option::flatten)
     }
@@ -464,7 +515,7 @@ impl Store {
                 row.sm_arn,
                 row.name,
                 row.status.as_str(),
-                row.input,
+                self.pack(row.input.as_bytes())?,
                 row.start_ms
             ])?;
         Ok(self.conn.last_insert_rowid())
@@ -473,7 +524,7 @@ impl Store {
     pub fn save_snapshot(&self, id: i64, snapshot: &[u8]) -> Result<()> {
         self.conn
             .prepare_cached("UPDATE executions SET snapshot = ? WHERE id = ?")?
-            .execute(params![snapshot, id])?;
+            .execute(params![self.pack(snapshot)?.into_blob(), id])?;
         Ok(())
     }
 
@@ -494,7 +545,15 @@ impl Store {
             .prepare_cached(
                 "UPDATE executions SET status = ?, output = ?, error = ?, cause = ?, stop_ms = ?, snapshot = ? WHERE id = ?",
             )?
-            .execute(params![status.as_str(), output, error, cause, stop_ms, redrive_point, id])?;
+            .execute(params![
+                status.as_str(),
+                output.map(|o| self.pack(o.as_bytes())).transpose()?,
+                error,
+                cause,
+                stop_ms,
+                redrive_point.map(|p| self.pack(p)).transpose()?.map(codec::Packed::into_blob),
+                id
+            ])?;
         Ok(())
     }
 
@@ -563,15 +622,17 @@ impl Store {
                 let mut stmt = self.conn.prepare_cached(&format!(
                     "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND status = ? AND id < ? ORDER BY id DESC LIMIT ?"
                 ))?;
-                let rows =
-                    stmt.query_map(params![sm_arn, s.as_str(), before, limit], execution_row)?;
+                let rows = stmt.query_map(params![sm_arn, s.as_str(), before, limit], |r| {
+                    execution_row(self, r)
+                })?;
                 rows.collect()
             }
             None => {
                 let mut stmt = self.conn.prepare_cached(&format!(
                     "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND id < ? ORDER BY id DESC LIMIT ?"
                 ))?;
-                let rows = stmt.query_map(params![sm_arn, before, limit], execution_row)?;
+                let rows =
+                    stmt.query_map(params![sm_arn, before, limit], |r| execution_row(self, r))?;
                 rows.collect()
             }
         }
@@ -648,6 +709,9 @@ impl Store {
                 e.timestamp.timestamp_millis(),
                 e.event_type,
                 details
+                    .as_deref()
+                    .map(|d| self.pack(d.as_bytes()))
+                    .transpose()?
             ])?;
         }
         Ok(())
@@ -701,15 +765,15 @@ impl Store {
             .prepare_cached(
                 "INSERT INTO payloads (exec_id, key, body) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             )?
-            .execute(params![exec_id, key, text])?;
+            .execute(params![exec_id, key, self.pack(text.as_bytes())?])?;
         if inserted == 1 {
             return Ok(Some(key));
         }
-        let same: bool = self
+        let stored = self
             .conn
-            .prepare_cached("SELECT body = ? FROM payloads WHERE exec_id = ? AND key = ?")?
-            .query_row(params![text, exec_id, key], |r| r.get(0))?;
-        Ok(same.then_some(key))
+            .prepare_cached("SELECT body FROM payloads WHERE exec_id = ? AND key = ?")?
+            .query_row(params![exec_id, key], |r| self.text(r, 0))?;
+        Ok((stored.as_deref() == Some(text)).then_some(key))
     }
 
     /// The details' text with every referenced payload (and its `…Details`) put back where
@@ -734,8 +798,9 @@ impl Store {
             let body: Option<String> = self
                 .conn
                 .prepare_cached("SELECT body FROM payloads WHERE exec_id = ? AND key = ?")?
-                .query_row(params![exec_id, key], |r| r.get(0))
-                .optional()?;
+                .query_row(params![exec_id, key], |r| self.text(r, 0))
+                .optional()?
+                .flatten();
             let bare = value.get(BARE).is_some();
             out.insert(name.clone(), body.map_or(value, Value::String));
             if !bare {
@@ -771,7 +836,7 @@ impl Store {
         let cursor = cursor.unwrap_or(if reverse { i64::MAX } else { 0 });
         let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map(params![exec_id, cursor, limit], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, self.text(r, 4)?))
         })?;
         let rows: Vec<EventRow> = rows.collect::<Result<_>>()?;
         rows.into_iter()
@@ -959,7 +1024,7 @@ mod tests {
     #[test]
     fn a_task_is_scheduled_then_started_then_closed_as_its_queries_count_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal, 0).unwrap();
         store
             .insert_task(
                 "t1",
@@ -1015,7 +1080,7 @@ mod tests {
     #[test]
     fn a_payload_repeated_in_a_history_is_stored_once_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal, 0).unwrap();
         let state = serde_json::json!({ "order": "o-1", "lines": "x".repeat(200) }).to_string();
         let events = [
             event(
@@ -1064,7 +1129,7 @@ mod tests {
     #[test]
     fn a_payload_whose_key_another_payload_holds_stays_inline() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal).unwrap();
+        let store = Store::open(&dir.path().join("e.db"), SyncPolicy::Normal, 0).unwrap();
         let text = "y".repeat(100);
         // A different body under the key `text` will have: as a collision would leave it.
         store
