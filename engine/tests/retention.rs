@@ -208,3 +208,84 @@ async fn an_engine_without_retention_keeps_every_closed_execution() {
     assert_eq!(engine.stats().pruned.load(Ordering::Relaxed), 0);
     engine.shutdown().await;
 }
+
+/// Counts the tasks table's rows (tombstones included).
+fn task_rows(path: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT count(*) FROM tasks", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_closed_tasks_token_answers_timed_out_within_the_tombstone_window_and_does_not_exist_after()
+ {
+    let db = db();
+    let skew = Skew::default();
+    let config = EngineConfig {
+        clock: skew.clock(),
+        retention: None,
+        task_tombstones: Duration::from_secs(60),
+        ..EngineConfig::new(&db.path)
+    };
+    let engine = Engine::open(config, None).await.unwrap();
+    let work = engine.create_activity("work").await.unwrap().activity_arn;
+    let park = engine.create_activity("park").await.unwrap().activity_arn;
+    let machine = engine
+        .create_state_machine(
+            "two-steps",
+            &json!({"StartAt": "Work", "States": {
+                "Work": {"Type": "Task", "Resource": work, "Next": "Park"},
+                "Park": {"Type": "Task", "Resource": park, "End": true}
+            }})
+            .to_string(),
+            None,
+        )
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let arn = start(&engine, &machine, "parked", "{}").await;
+    let first = engine
+        .get_activity_task(&work, None, LONG)
+        .await
+        .unwrap()
+        .expect("the first task");
+    engine
+        .send_task_success(&first.task_token, "{}")
+        .await
+        .unwrap();
+    let parked = engine
+        .get_activity_task(&park, None, LONG)
+        .await
+        .unwrap()
+        .expect("the parked task");
+
+    // Within the window: the repeat is told the task timed out.
+    assert!(matches!(
+        engine.send_task_success(&first.task_token, "{}").await,
+        Err(EngineError::TaskTimedOut(_))
+    ));
+    assert_eq!(task_rows(&db.path), 2, "the closed task is a tombstone");
+
+    // Past it, the tombstone goes (the execution waits on): the token no longer exists.
+    skew.advance(TimeDelta::minutes(2));
+    let until = Instant::now() + Duration::from_secs(60);
+    while task_rows(&db.path) > 1 {
+        assert!(Instant::now() < until, "the tombstone was not deleted");
+        // A batch for the writer to run; the pruner runs between batches.
+        let _ = engine.send_task_heartbeat(&parked.task_token).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(matches!(
+        engine.send_task_success(&first.task_token, "{}").await,
+        Err(EngineError::TaskDoesNotExist(_))
+    ));
+
+    // The parked task is untouched and finishes its execution.
+    engine
+        .send_task_success(&parked.task_token, "{\"approved\":true}")
+        .await
+        .unwrap();
+    let done = engine.wait_for_completion(&arn, LONG).await.unwrap();
+    assert_eq!(done.status.as_str(), "SUCCEEDED");
+    engine.shutdown().await;
+}

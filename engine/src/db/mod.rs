@@ -135,6 +135,15 @@ CREATE TABLE dictionaries (
     created_ms INTEGER NOT NULL
 );
 "#,
+    r#"
+-- A closed task is kept as a tombstone (its token, to answer a late `Send*` with TaskTimedOut)
+-- until `closed_ms` is older than the engine's tombstone window; then deleted, and a late
+-- answer gets TaskDoesNotExist, as AWS gives for a token it no longer has. The tasks closed
+-- before this version have no time: they are past any window.
+ALTER TABLE tasks ADD COLUMN closed_ms INTEGER;
+UPDATE tasks SET closed_ms = 0 WHERE status = 2;
+CREATE INDEX tasks_closed ON tasks (closed_ms) WHERE status = 2;
+"#,
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,9 +268,10 @@ fn execution_row(store: &Store, r: &rusqlite::Row) -> Result<ExecutionRow> {
     })
 }
 
-/// What closing a task leaves of its row: its token, its execution, and the closed status.
-const CLOSED_TASK: &str = "status = 2, input = NULL, worker = NULL, activity_arn = NULL, \
-     resource = '', state_name = ''";
+/// What closing a task leaves of its row: its token, its execution, the closed status and
+/// when it closed (the first parameter).
+const CLOSED_TASK: &str = "status = 2, closed_ms = ?, input = NULL, worker = NULL, \
+     activity_arn = NULL, resource = '', state_name = ''";
 
 const TASK_COLUMNS: &str =
     "token, exec_id, activity_arn, resource, state_name, input, status, heartbeat_s";
@@ -919,12 +929,12 @@ impl Store {
     }
 
     /// Closes a task: its token is dead from now on. Only the token and the execution are
-    /// kept (to answer a late worker that its task is gone, and to prune it with its
-    /// execution); the rest is dropped to save space.
-    pub fn close_task(&self, token: &str) -> Result<()> {
+    /// kept (to answer a late worker that its task timed out, until
+    /// [`Store::prune_tombstones`] deletes it); the rest is dropped to save space.
+    pub fn close_task(&self, token: &str, now_ms: i64) -> Result<()> {
         self.conn
             .prepare_cached(&format!("UPDATE tasks SET {CLOSED_TASK} WHERE token = ?"))?
-            .execute([token])?;
+            .execute(params![now_ms, token])?;
         self.conn
             .prepare_cached("DELETE FROM timers WHERE kind IN (2, 3) AND ref = ? AND exec_id = (SELECT exec_id FROM tasks WHERE token = ?)")?
             .execute([token, token])?;
@@ -932,13 +942,24 @@ impl Store {
     }
 
     /// Closes every open task of an execution (it ended without the interpreter closing them).
-    pub fn close_tasks_of(&self, exec_id: i64) -> Result<()> {
+    pub fn close_tasks_of(&self, exec_id: i64, now_ms: i64) -> Result<()> {
         self.conn
             .prepare_cached(&format!(
                 "UPDATE tasks SET {CLOSED_TASK} WHERE exec_id = ? AND status < 2"
             ))?
-            .execute([exec_id])?;
+            .execute(params![now_ms, exec_id])?;
         Ok(())
+    }
+
+    /// Deletes at most `limit` closed tasks that closed before `before_ms`, oldest first: their
+    /// tokens answer TaskDoesNotExist from now on. Returns how many it deleted.
+    pub fn prune_tombstones(&self, before_ms: i64, limit: u32) -> Result<usize> {
+        self.conn
+            .prepare_cached(
+                "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE status = 2 \
+                 AND closed_ms < ? ORDER BY closed_ms LIMIT ?)",
+            )?
+            .execute(params![before_ms, limit])
     }
 
     /// Tasks for in-process handlers that were scheduled but not answered (to re-invoke after
@@ -1046,7 +1067,7 @@ mod tests {
         store.mark_started("t1", Some("worker-1")).unwrap();
         assert_eq!(status(&store), TaskStatus::Started);
         assert!(store.next_scheduled("arn:act").unwrap().is_none());
-        store.close_task("t1").unwrap();
+        store.close_task("t1", 0).unwrap();
         assert_eq!(status(&store), TaskStatus::Closed);
     }
     fn event(id: u64, kind: &str, details: Value) -> EventDraft {

@@ -83,6 +83,10 @@ pub struct EngineConfig {
     /// it samples to train the zstd dictionary that packs the rest, once per database; `0`
     /// never packs. Default 2 MiB (the first ~700 executions of a saga like ours).
     pub dictionary_samples: usize,
+    /// How long a closed task's token is remembered: a late `SendTask*` with it is answered
+    /// `TaskTimedOut` for this long, then `TaskDoesNotExist` (as AWS answers for a token it no
+    /// longer has; callers treat both as "the task is gone"). Default 15 minutes.
+    pub task_tombstones: Duration,
 }
 
 impl EngineConfig {
@@ -97,6 +101,7 @@ impl EngineConfig {
             clock: Clock::system(),
             retention: None,
             dictionary_samples: 2 * 1024 * 1024,
+            task_tombstones: Duration::from_secs(15 * 60),
         }
     }
 }

@@ -48,7 +48,7 @@ impl Writer {
                 tracing::error!(execution_arn = %exec_arn, panic = %what, "interpreter panicked; failing the execution");
                 b.loaded.remove(&exec_id);
                 self.store.delete_timers_of(exec_id)?;
-                self.store.close_tasks_of(exec_id)?;
+                self.store.close_tasks_of(exec_id, millis(now))?;
                 self.store.close_execution(
                     exec_id,
                     crate::sfn::ExecutionStatus::Failed,
@@ -128,7 +128,7 @@ impl Writer {
                     });
                 }
             }
-            Action::CloseTask { token } => self.store.close_task(&token)?,
+            Action::CloseTask { token } => self.store.close_task(&token, millis(now))?,
             Action::StartHeartbeat {
                 token,
                 heartbeat_seconds,

@@ -136,7 +136,7 @@ impl Writer {
         };
         self.store.append_events(row.id, &[failed])?;
         self.store.delete_timers_of(row.id)?;
-        self.store.close_tasks_of(row.id)?;
+        self.store.close_tasks_of(row.id, millis(now))?;
         self.store.close_execution(
             row.id,
             ExecutionStatus::Failed,
