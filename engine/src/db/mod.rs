@@ -33,6 +33,92 @@ fn payload_key(text: &str) -> i64 {
     i64::from_le_bytes(first)
 }
 
+/// The history's event types, each stored as its index here (one byte) instead of its name
+/// (about 16): append only, never reorder, as stored rows hold these numbers. A type not
+/// listed is stored as its name, which reads back the same.
+const EVENT_TYPES: &[&str] = &[
+    "ActivityFailed",
+    "ActivityScheduleFailed",
+    "ActivityScheduled",
+    "ActivityStarted",
+    "ActivitySucceeded",
+    "ActivityTimedOut",
+    "ChoiceStateEntered",
+    "ChoiceStateExited",
+    "ExecutionAborted",
+    "ExecutionFailed",
+    "ExecutionStarted",
+    "ExecutionSucceeded",
+    "ExecutionTimedOut",
+    "ExecutionRedriven",
+    "FailStateEntered",
+    "LambdaFunctionFailed",
+    "LambdaFunctionScheduleFailed",
+    "LambdaFunctionScheduled",
+    "LambdaFunctionStartFailed",
+    "LambdaFunctionStarted",
+    "LambdaFunctionSucceeded",
+    "LambdaFunctionTimedOut",
+    "MapIterationAborted",
+    "MapIterationFailed",
+    "MapIterationStarted",
+    "MapIterationSucceeded",
+    "MapStateAborted",
+    "MapStateEntered",
+    "MapStateExited",
+    "MapStateFailed",
+    "MapStateStarted",
+    "MapStateSucceeded",
+    "ParallelStateAborted",
+    "ParallelStateEntered",
+    "ParallelStateExited",
+    "ParallelStateFailed",
+    "ParallelStateStarted",
+    "ParallelStateSucceeded",
+    "PassStateEntered",
+    "PassStateExited",
+    "SucceedStateEntered",
+    "SucceedStateExited",
+    "TaskFailed",
+    "TaskScheduled",
+    "TaskStartFailed",
+    "TaskStarted",
+    "TaskStateAborted",
+    "TaskStateEntered",
+    "TaskStateExited",
+    "TaskSubmitFailed",
+    "TaskSubmitted",
+    "TaskSucceeded",
+    "TaskTimedOut",
+    "WaitStateAborted",
+    "WaitStateEntered",
+    "WaitStateExited",
+];
+
+/// An event type as stored: its index in [`EVENT_TYPES`] (the column's TEXT affinity keeps
+/// it as one or two digits), else its name.
+fn stored_event_type(name: &str) -> std::borrow::Cow<'_, str> {
+    match EVENT_TYPES.iter().position(|t| *t == name) {
+        Some(i) => i.to_string().into(),
+        None => name.into(),
+    }
+}
+
+/// An event type as read: a stored index, or a name as it was stored (no name is digits).
+fn event_type_of(r: &rusqlite::Row, i: usize) -> Result<String> {
+    let stored: String = r.get(i)?;
+    match stored.parse::<usize>() {
+        Ok(n) => EVENT_TYPES.get(n).map(|t| (*t).to_owned()).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                i,
+                rusqlite::types::Type::Text,
+                format!("unknown event type {n}").into(),
+            )
+        }),
+        Err(_) => Ok(stored),
+    }
+}
+
 /// Each entry moves the schema one version forward; applied in order, once.
 const MIGRATIONS: &[&str] = &[
     r#"
@@ -89,7 +175,8 @@ CREATE TABLE tasks (
 );
 CREATE INDEX tasks_queue ON tasks (activity_arn, seq) WHERE status = 0;
 CREATE INDEX tasks_open_handlers ON tasks (seq) WHERE status < 2 AND activity_arn IS NULL;
--- kind: 1 interpreter timer (ref = timer id), 2 task timeout, 3 heartbeat (ref = token),
+-- kind: 1 interpreter timer (ref = timer id), 2 task timeout, 3 heartbeat (ref = token; the
+-- task's seq since migration 5),
 -- 4 execution timeout.
 CREATE TABLE timers (
     exec_id INTEGER NOT NULL,
@@ -143,6 +230,10 @@ CREATE TABLE dictionaries (
 ALTER TABLE tasks ADD COLUMN closed_ms INTEGER;
 UPDATE tasks SET closed_ms = 0 WHERE status = 2;
 CREATE INDEX tasks_closed ON tasks (closed_ms) WHERE status = 2;
+-- A task's timers (task timeout, heartbeat) name the task by its seq, not its 60-byte token
+-- (the timer and its index held the token twice).
+UPDATE timers SET ref = COALESCE((SELECT CAST(seq AS TEXT) FROM tasks WHERE tasks.token = timers.ref), ref)
+    WHERE kind IN (2, 3);
 "#,
 ];
 
@@ -155,6 +246,11 @@ pub enum TimerKind {
 }
 
 impl TimerKind {
+    /// A timer of a task (its ref is the task's seq).
+    fn is_task(self) -> bool {
+        matches!(self, TimerKind::TaskTimeout | TimerKind::Heartbeat)
+    }
+
     fn from_i64(v: i64) -> Option<Self> {
         Some(match v {
             1 => TimerKind::Timer,
@@ -717,7 +813,7 @@ impl Store {
                 e.id as i64,
                 e.previous_event_id as i64,
                 e.timestamp.timestamp_millis(),
-                e.event_type,
+                stored_event_type(&e.event_type).as_ref(),
                 details
                     .as_deref()
                     .map(|d| self.pack(d.as_bytes()))
@@ -846,7 +942,13 @@ impl Store {
         let cursor = cursor.unwrap_or(if reverse { i64::MAX } else { 0 });
         let mut stmt = self.conn.prepare_cached(sql)?;
         let rows = stmt.query_map(params![exec_id, cursor, limit], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, self.text(r, 4)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                event_type_of(r, 3)?,
+                self.text(r, 4)?,
+            ))
         })?;
         let rows: Vec<EventRow> = rows.collect::<Result<_>>()?;
         rows.into_iter()
@@ -921,7 +1023,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "UPDATE timers SET due_ms = ?1 WHERE kind = ?2 AND due_ms > ?1 AND EXISTS \
-                 (SELECT 1 FROM tasks WHERE tasks.token = timers.ref AND tasks.status = 1 \
+                 (SELECT 1 FROM tasks WHERE tasks.seq = timers.ref AND tasks.status = 1 \
                  AND tasks.activity_arn IN (SELECT value FROM json_each(?3)))",
             )?
             .execute(params![now_ms, TimerKind::Heartbeat as i64, arns])?;
@@ -936,8 +1038,11 @@ impl Store {
             .prepare_cached(&format!("UPDATE tasks SET {CLOSED_TASK} WHERE token = ?"))?
             .execute(params![now_ms, token])?;
         self.conn
-            .prepare_cached("DELETE FROM timers WHERE kind IN (2, 3) AND ref = ? AND exec_id = (SELECT exec_id FROM tasks WHERE token = ?)")?
-            .execute([token, token])?;
+            .prepare_cached(
+                "DELETE FROM timers WHERE (exec_id, kind, ref) IN (SELECT exec_id, k.value, CAST(seq AS TEXT) \
+                 FROM tasks, json_each('[2,3]') k WHERE token = ?)",
+            )?
+            .execute([token])?;
         Ok(())
     }
 
@@ -974,6 +1079,8 @@ impl Store {
 
     // ---- timers -----------------------------------------------------------------------------
 
+    /// Sets (or moves) a timer. A task's timers (task timeout, heartbeat) take its token and
+    /// store its seq; one for a task that no longer exists is not set.
     pub fn set_timer(
         &self,
         exec_id: i64,
@@ -981,10 +1088,16 @@ impl Store {
         reference: &str,
         due_ms: i64,
     ) -> Result<()> {
+        let sql = if kind.is_task() {
+            "INSERT INTO timers (exec_id, kind, ref, due_ms) \
+             SELECT ?1, ?2, CAST(seq AS TEXT), ?4 FROM tasks WHERE token = ?3 \
+             ON CONFLICT (exec_id, kind, ref) DO UPDATE SET due_ms = excluded.due_ms"
+        } else {
+            "INSERT INTO timers (exec_id, kind, ref, due_ms) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (exec_id, kind, ref) DO UPDATE SET due_ms = excluded.due_ms"
+        };
         self.conn
-            .prepare_cached(
-                "INSERT INTO timers (exec_id, kind, ref, due_ms) VALUES (?, ?, ?, ?) ON CONFLICT (exec_id, kind, ref) DO UPDATE SET due_ms = excluded.due_ms",
-            )?
+            .prepare_cached(sql)?
             .execute(params![exec_id, kind as i64, reference, due_ms])?;
         Ok(())
     }
@@ -1024,15 +1137,29 @@ impl Store {
         let mut delete = self
             .conn
             .prepare_cached("DELETE FROM timers WHERE exec_id = ? AND kind = ? AND ref = ?")?;
-        for (exec_id, kind, reference) in due {
-            delete.execute(params![exec_id, kind, reference])?;
-            if let Some(kind) = TimerKind::from_i64(kind) {
-                out.push(DueTimer {
-                    exec_id,
-                    kind,
-                    reference,
-                });
-            }
+        let mut token_of = self
+            .conn
+            .prepare_cached("SELECT token FROM tasks WHERE seq = ?")?;
+        for (exec_id, kind, stored) in due {
+            delete.execute(params![exec_id, kind, stored])?;
+            let Some(kind) = TimerKind::from_i64(kind) else {
+                continue;
+            };
+            // A task's timer holds its seq: the event names the token.
+            let reference = match stored.parse::<i64>() {
+                Ok(seq) if kind.is_task() => {
+                    match token_of.query_row([seq], |r| r.get(0)).optional()? {
+                        Some(token) => token,
+                        None => continue,
+                    }
+                }
+                _ => stored,
+            };
+            out.push(DueTimer {
+                exec_id,
+                kind,
+                reference,
+            });
         }
         Ok(out)
     }
@@ -1069,6 +1196,56 @@ mod tests {
         assert!(store.next_scheduled("arn:act").unwrap().is_none());
         store.close_task("t1", 0).unwrap();
         assert_eq!(status(&store), TaskStatus::Closed);
+    }
+
+    #[test]
+    fn a_file_of_schema_three_keeps_its_task_timers_and_tombstones_through_the_migrations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.db");
+        {
+            // The file as the build before migrations 4 and 5 left it: timers keyed by token.
+            let conn = Connection::open(&path).unwrap();
+            for sql in &MIGRATIONS[..3] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.execute_batch(
+                "PRAGMA user_version = 3;
+                 INSERT INTO tasks (token, exec_id, resource, state_name, status)
+                     VALUES ('open-token', 1, 'arn:act', 'Wait', 1), ('dead-token', 1, '', '', 2);
+                 INSERT INTO timers (exec_id, kind, ref, due_ms)
+                     VALUES (1, 2, 'open-token', 10), (1, 3, 'open-token', 20), (1, 1, '7', 30);
+                 INSERT INTO history (exec_id, id, prev, ts_ms, type, details)
+                     VALUES (1, 1, 0, 5, 'ExecutionStarted', '{}');",
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path, SyncPolicy::Normal, 0).unwrap();
+        let due = store.take_due(100, 10).unwrap();
+        let refs: Vec<(TimerKind, &str)> =
+            due.iter().map(|t| (t.kind, t.reference.as_str())).collect();
+        assert_eq!(
+            refs,
+            [
+                (TimerKind::TaskTimeout, "open-token"),
+                (TimerKind::Heartbeat, "open-token"),
+                (TimerKind::Timer, "7")
+            ],
+            "a task's timers still name its token"
+        );
+        assert_eq!(
+            store.prune_tombstones(1, 10).unwrap(),
+            1,
+            "a task closed before closing times were kept is past any tombstone window"
+        );
+        assert_eq!(
+            store.task("open-token").unwrap().unwrap().status,
+            TaskStatus::Started
+        );
+        let events = store.events(1, None, false, 10).unwrap();
+        assert_eq!(
+            events[0].3, "ExecutionStarted",
+            "event types stored by name read back"
+        );
     }
     fn event(id: u64, kind: &str, details: Value) -> EventDraft {
         EventDraft {
