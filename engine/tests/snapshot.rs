@@ -285,8 +285,8 @@ async fn write_a_snapshot_fixture() {
     let bytes: Vec<u8> = rusqlite::Connection::open(&db)
         .unwrap()
         .query_row(
-            "SELECT snapshot FROM executions WHERE arn = ?",
-            [&execution],
+            "SELECT snapshot FROM executions WHERE name = ?",
+            [execution.rsplit(':').next().unwrap()],
             |r| r.get(0),
         )
         .unwrap();

@@ -235,7 +235,67 @@ CREATE INDEX tasks_closed ON tasks (closed_ms) WHERE status = 2;
 UPDATE timers SET ref = COALESCE((SELECT CAST(seq AS TEXT) FROM tasks WHERE tasks.token = timers.ref), ref)
     WHERE kind IN (2, 3);
 "#,
+    r#"
+-- An execution names its state machine by the machine's id, not its ARN's text, and its own ARN
+-- is made from the machine's and its name (`execution_arn`): the two ARNs were ~170 bytes of
+-- every row and were held again by three indexes. The machines get an explicit id (a VACUUM
+-- may renumber an implicit rowid).
+CREATE TABLE state_machines_v6 (
+    id         INTEGER PRIMARY KEY,
+    arn        TEXT NOT NULL UNIQUE,
+    name       TEXT NOT NULL UNIQUE,
+    definition TEXT NOT NULL,
+    role_arn   TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+INSERT INTO state_machines_v6 (arn, name, definition, role_arn, created_ms)
+    SELECT arn, name, definition, role_arn, created_ms FROM state_machines ORDER BY created_ms, arn;
+DROP TABLE state_machines;
+ALTER TABLE state_machines_v6 RENAME TO state_machines;
+CREATE TABLE executions_v6 (
+    id            INTEGER PRIMARY KEY,
+    machine       INTEGER NOT NULL,
+    name          TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    input         TEXT NOT NULL,
+    output        TEXT,
+    error         TEXT,
+    cause         TEXT,
+    start_ms      INTEGER NOT NULL,
+    stop_ms       INTEGER,
+    snapshot      BLOB,
+    redrive_count INTEGER NOT NULL DEFAULT 0,
+    redrive_ms    INTEGER
+);
+INSERT INTO executions_v6
+    SELECT e.id, m.id, e.name, e.status, e.input, e.output, e.error, e.cause, e.start_ms,
+           e.stop_ms, e.snapshot, e.redrive_count, e.redrive_ms
+    FROM executions e JOIN state_machines m ON m.arn = e.sm_arn;
+DROP TABLE executions;
+ALTER TABLE executions_v6 RENAME TO executions;
+CREATE UNIQUE INDEX executions_by_name ON executions (machine, name);
+CREATE INDEX executions_by_machine ON executions (machine, id);
+CREATE INDEX executions_by_status ON executions (machine, status, id);
+CREATE INDEX executions_closed ON executions (stop_ms) WHERE stop_ms IS NOT NULL;
+"#,
 ];
+
+/// An execution's ARN: its machine's, as `execution`, with its name after the machine's.
+fn execution_arn(sm_arn: &str, name: &str) -> String {
+    format!(
+        "{}:{name}",
+        sm_arn.replacen(":stateMachine:", ":execution:", 1)
+    )
+}
+
+/// The machine's ARN and the execution's name in an execution's ARN (`None`: not one).
+fn split_execution_arn(arn: &str) -> Option<(String, &str)> {
+    crate::arn::parts(arn, "execution").filter(|p| p.len() == 2)?;
+    let (head, name) = arn.rsplit_once(':')?;
+    let (prefix, machine) = head.rsplit_once(':')?;
+    let prefix = prefix.strip_suffix(":execution")?;
+    Some((format!("{prefix}:stateMachine:{machine}"), name))
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimerKind {
@@ -341,26 +401,31 @@ pub struct Store {
 /// A history row: id, previous event id, timestamp (ms), type, details (JSON).
 pub type EventRow = (i64, i64, i64, String, Option<String>);
 
-const EXECUTION_COLUMNS: &str = "id, arn, sm_arn, name, status, input, output, error, cause, \
-     start_ms, stop_ms, redrive_count, redrive_ms, snapshot IS NOT NULL";
+/// An execution's columns, with its machine's ARN: `SELECT {EXECUTION_COLUMNS} FROM
+/// {EXECUTIONS} WHERE …`.
+const EXECUTION_COLUMNS: &str = "e.id, m.arn, e.name, e.status, e.input, e.output, e.error, \
+     e.cause, e.start_ms, e.stop_ms, e.redrive_count, e.redrive_ms, e.snapshot IS NOT NULL";
+const EXECUTIONS: &str = "executions e JOIN state_machines m ON m.id = e.machine";
 
 fn execution_row(store: &Store, r: &rusqlite::Row) -> Result<ExecutionRow> {
-    let status: String = r.get(4)?;
+    let status: String = r.get(3)?;
+    let sm_arn: String = r.get(1)?;
+    let name: String = r.get(2)?;
     Ok(ExecutionRow {
         id: r.get(0)?,
-        arn: r.get(1)?,
-        sm_arn: r.get(2)?,
-        name: r.get(3)?,
+        arn: execution_arn(&sm_arn, &name),
+        sm_arn,
+        name,
         status: ExecutionStatus::parse(&status).unwrap_or(ExecutionStatus::Failed),
-        input: store.text(r, 5)?.unwrap_or_default(),
-        output: store.text(r, 6)?,
-        error: r.get(7)?,
-        cause: r.get(8)?,
-        start_ms: r.get(9)?,
-        stop_ms: r.get(10)?,
-        redrive_count: r.get(11)?,
-        redrive_ms: r.get(12)?,
-        has_snapshot: r.get(13)?,
+        input: store.text(r, 4)?.unwrap_or_default(),
+        output: store.text(r, 5)?,
+        error: r.get(6)?,
+        cause: r.get(7)?,
+        start_ms: r.get(8)?,
+        stop_ms: r.get(9)?,
+        redrive_count: r.get(10)?,
+        redrive_ms: r.get(11)?,
+        has_snapshot: r.get(12)?,
     })
 }
 
@@ -584,18 +649,21 @@ impl Store {
     // ---- executions -------------------------------------------------------------------------
 
     pub fn execution_by_arn(&self, arn: &str) -> Result<Option<ExecutionRow>> {
+        let Some((sm_arn, name)) = split_execution_arn(arn) else {
+            return Ok(None);
+        };
         self.conn
             .prepare_cached(&format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE arn = ?"
+                "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ? AND e.name = ?"
             ))?
-            .query_row([arn], |r| execution_row(self, r))
+            .query_row(params![sm_arn, name], |r| execution_row(self, r))
             .optional()
     }
 
     pub fn execution_by_id(&self, id: i64) -> Result<Option<ExecutionRow>> {
         self.conn
             .prepare_cached(&format!(
-                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?"
+                "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE e.id = ?"
             ))?
             .query_row([id], |r| execution_row(self, r))
             .optional()
@@ -611,19 +679,24 @@ impl Store {
             .map(Option::flatten)
     }
 
+    /// Inserts an execution of an existing machine (`row.sm_arn`); its id.
     pub fn insert_execution(&self, row: &ExecutionRow) -> Result<i64> {
-        self.conn
+        let inserted = self
+            .conn
             .prepare_cached(
-                "INSERT INTO executions (arn, sm_arn, name, status, input, start_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO executions (machine, name, status, input, start_ms) \
+                 SELECT id, ?, ?, ?, ? FROM state_machines WHERE arn = ?",
             )?
             .execute(params![
-                row.arn,
-                row.sm_arn,
                 row.name,
                 row.status.as_str(),
                 self.pack(row.input.as_bytes())?,
-                row.start_ms
+                row.start_ms,
+                row.sm_arn
             ])?;
+        if inserted != 1 {
+            return Err(rusqlite::Error::QueryReturnedNoRows);
+        }
         Ok(self.conn.last_insert_rowid())
     }
 
@@ -726,7 +799,8 @@ impl Store {
         match status {
             Some(s) => {
                 let mut stmt = self.conn.prepare_cached(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND status = ? AND id < ? ORDER BY id DESC LIMIT ?"
+                    "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ? AND e.status = ? \
+                     AND e.id < ? ORDER BY e.id DESC LIMIT ?"
                 ))?;
                 let rows = stmt.query_map(params![sm_arn, s.as_str(), before, limit], |r| {
                     execution_row(self, r)
@@ -735,7 +809,8 @@ impl Store {
             }
             None => {
                 let mut stmt = self.conn.prepare_cached(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM executions WHERE sm_arn = ? AND id < ? ORDER BY id DESC LIMIT ?"
+                    "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ? AND e.id < ? \
+                     ORDER BY e.id DESC LIMIT ?"
                 ))?;
                 let rows =
                     stmt.query_map(params![sm_arn, before, limit], |r| execution_row(self, r))?;
@@ -1199,7 +1274,25 @@ mod tests {
     }
 
     #[test]
-    fn a_file_of_schema_three_keeps_its_task_timers_and_tombstones_through_the_migrations() {
+    fn an_execution_arn_is_made_from_its_machines_and_split_back() {
+        let sm = "arn:aws:states:eu-west-1:111122223333:stateMachine:orders";
+        let arn = execution_arn(sm, "o-1");
+        assert_eq!(
+            arn,
+            "arn:aws:states:eu-west-1:111122223333:execution:orders:o-1"
+        );
+        assert_eq!(split_execution_arn(&arn), Some((sm.to_owned(), "o-1")));
+        assert_eq!(split_execution_arn(sm), None);
+        assert_eq!(split_execution_arn(&format!("{arn}:extra")), None);
+        assert_eq!(
+            split_execution_arn("arn:aws:states:r:a:execution:orders"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_file_of_schema_three_keeps_its_executions_task_timers_and_tombstones_through_the_migrations()
+     {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.db");
         {
@@ -1215,7 +1308,12 @@ mod tests {
                  INSERT INTO timers (exec_id, kind, ref, due_ms)
                      VALUES (1, 2, 'open-token', 10), (1, 3, 'open-token', 20), (1, 1, '7', 30);
                  INSERT INTO history (exec_id, id, prev, ts_ms, type, details)
-                     VALUES (1, 1, 0, 5, 'ExecutionStarted', '{}');",
+                     VALUES (1, 1, 0, 5, 'ExecutionStarted', '{}');
+                 INSERT INTO state_machines (arn, name, definition, role_arn, created_ms)
+                     VALUES ('arn:aws:states:us-east-1:1:stateMachine:sm', 'sm', '{}', 'r', 1);
+                 INSERT INTO executions (id, arn, sm_arn, name, status, input, start_ms)
+                     VALUES (1, 'arn:aws:states:us-east-1:1:execution:sm:o-1',
+                             'arn:aws:states:us-east-1:1:stateMachine:sm', 'o-1', 'RUNNING', '{\"a\":1}', 1);",
             )
             .unwrap();
         }
