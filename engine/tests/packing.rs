@@ -7,6 +7,7 @@
 use engine::{Engine, EngineConfig, GetExecutionHistoryInput, StartExecutionInput};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::time::Duration;
 
 mod common;
 
@@ -211,4 +212,60 @@ async fn packed_json_reads_back_as_the_plain_engine_wrote_it_across_a_restart() 
         )
         .unwrap();
     assert_eq!(plain_blobs, 0, "an engine told never to pack stores text");
+}
+
+#[tokio::test]
+async fn a_torn_packed_snapshot_fails_its_execution_visibly_and_holds_up_no_other() {
+    let db = db();
+    let engine = open(&db.path, SAMPLES).await;
+    define(&engine).await;
+    run(&engine).await;
+    engine.shutdown().await;
+
+    // The last parked execution's snapshot, packed, cut in half as a torn write would.
+    let torn = (0..EXECUTIONS).step_by(3).last().unwrap();
+    let name = format!("order-{torn:05}");
+    let conn = rusqlite::Connection::open(&db.path).unwrap();
+    let first_byte: String = conn
+        .query_row(
+            "SELECT hex(substr(snapshot, 1, 1)) FROM executions WHERE name = ?",
+            [&name],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(first_byte, "00", "the snapshot is packed");
+    conn.execute(
+        "UPDATE executions SET snapshot = substr(snapshot, 1, length(snapshot) / 2) WHERE name = ?",
+        [&name],
+    )
+    .unwrap();
+    drop(conn);
+
+    let engine = open(&db.path, SAMPLES).await;
+    // Every parked task a worker is handed is answered; the torn one's is never handed out.
+    while let Some(task) = engine
+        .get_activity_task(
+            &arn("activity", "park"),
+            Some("operator"),
+            Duration::from_millis(500),
+        )
+        .await
+        .unwrap()
+    {
+        engine
+            .send_task_success(&task.task_token, "{}")
+            .await
+            .unwrap();
+    }
+    for i in (0..EXECUTIONS).step_by(3) {
+        let exec = arn("execution", &format!("order:order-{i:05}"));
+        let done = engine.wait_for_completion(&exec, LONG).await.unwrap();
+        if i == torn {
+            assert_eq!(done.status.as_str(), "FAILED");
+            assert_eq!(done.error.as_deref(), Some("States.Runtime"));
+        } else {
+            assert_eq!(done.status.as_str(), "SUCCEEDED", "{exec}");
+        }
+    }
+    engine.shutdown().await;
 }

@@ -341,8 +341,8 @@ fn tear_snapshot(db: &Path, execution: &str) {
     let torn = conn
         .execute(
             "UPDATE executions SET snapshot = substr(snapshot, 1, length(snapshot) / 2) \
-             WHERE arn = ?",
-            [execution],
+             WHERE name = ?",
+            [execution.rsplit(':').next().unwrap()],
         )
         .unwrap();
     assert_eq!(torn, 1);

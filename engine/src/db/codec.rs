@@ -219,7 +219,11 @@ impl Codec {
         Ok(Packed::Plain(text))
     }
 
-    /// The text of a stored value, packed or not (`NULL` is `None`).
+    /// The text of a stored value, packed or not (`NULL` is `None`). A packed value that cannot
+    /// be unpacked (a torn write, its dictionary's row gone) is logged and given back as
+    /// stored: not JSON, so it fails where a corrupt text value would (a snapshot's decoding
+    /// fails its execution visibly, an input reads as `null`), and no other execution is held
+    /// up by it. Errors are the database's own (a busy file), to retry.
     pub fn unpack(
         &mut self,
         conn: &Connection,
@@ -240,33 +244,48 @@ impl Codec {
         if bytes.first() != Some(&MARK) {
             return Ok(Some(bytes.to_vec()));
         }
-        let corrupt = || {
-            sql_error(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "packed value too short",
-            ))
+        match self.inflate(conn, bytes)? {
+            Ok(text) => Ok(Some(text)),
+            Err(why) => {
+                tracing::error!(
+                    why,
+                    bytes = bytes.len(),
+                    "engine: a packed value cannot be unpacked"
+                );
+                Ok(Some(bytes.to_vec()))
+            }
+        }
+    }
+
+    /// A packed value's text, or why it cannot be had from what is stored.
+    fn inflate(
+        &mut self,
+        conn: &Connection,
+        bytes: &[u8],
+    ) -> rusqlite::Result<Result<Vec<u8>, String>> {
+        let Some(id) = bytes.get(1..3) else {
+            return Ok(Err("shorter than its header".to_owned()));
         };
-        let id = u16::from_le_bytes(
-            bytes
-                .get(1..3)
-                .ok_or_else(corrupt)?
-                .try_into()
-                .map_err(|_| corrupt())?,
-        );
-        let frame = &bytes[3..];
+        let id = u16::from_le_bytes([id[0], id[1]]);
         let decoder = match self.decoders.entry(id) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                let body: Vec<u8> = conn
+                let body: Option<Vec<u8>> = conn
                     .prepare_cached("SELECT body FROM dictionaries WHERE id = ?")?
-                    .query_row([id], |r| r.get(0))?;
-                e.insert(zstd::bulk::Decompressor::with_dictionary(&body).map_err(sql_error)?)
+                    .query_row([id], |r| r.get(0))
+                    .optional()?;
+                let Some(body) = body else {
+                    return Ok(Err(format!("dictionary {id} is not in the file")));
+                };
+                match zstd::bulk::Decompressor::with_dictionary(&body) {
+                    Ok(d) => e.insert(d),
+                    Err(err) => return Ok(Err(format!("dictionary {id}: {err}"))),
+                }
             }
         };
-        decoder
-            .decompress(frame, UNPACKED_MAX)
-            .map(Some)
-            .map_err(sql_error)
+        Ok(decoder
+            .decompress(&bytes[3..], UNPACKED_MAX)
+            .map_err(|e| e.to_string()))
     }
 }
 
@@ -364,9 +383,16 @@ mod tests {
             plain
         );
         assert_eq!(reader.unpack(&conn, ValueRef::Null).unwrap(), None);
-        assert!(
-            reader.unpack(&conn, ValueRef::Blob(&[MARK, 9])).is_err(),
-            "a truncated packed value is an error, not garbage"
-        );
+        for broken in [&[MARK, 9][..], &[MARK, 1, 0, 0x28, 0xb5][..]] {
+            assert_eq!(
+                reader
+                    .unpack(&conn, ValueRef::Blob(broken))
+                    .unwrap()
+                    .unwrap(),
+                broken,
+                "a packed value that cannot be unpacked reads as stored: not JSON, so it fails \
+                 where corrupt text would"
+            );
+        }
     }
 }

@@ -417,8 +417,8 @@ fn execution_row(store: &Store, r: &rusqlite::Row) -> Result<ExecutionRow> {
         sm_arn,
         name,
         status: ExecutionStatus::parse(&status).unwrap_or(ExecutionStatus::Failed),
-        input: store.text(r, 4)?.unwrap_or_default(),
-        output: store.text(r, 5)?,
+        input: store.lenient_text(r, 4)?.unwrap_or_default(),
+        output: store.lenient_text(r, 5)?,
         error: r.get(6)?,
         cause: r.get(7)?,
         start_ms: r.get(8)?,
@@ -580,6 +580,17 @@ impl Store {
     /// `text` as it is to be stored: packed once a dictionary exists (`codec.rs`).
     fn pack<'a>(&self, text: &'a [u8]) -> Result<codec::Packed<'a>> {
         self.codec.borrow_mut().pack(&self.conn, text)
+    }
+
+    /// Column `i` as text, bytes that are not UTF-8 replaced: an execution's input or output,
+    /// which the writer reads to run it (a corrupt one reads as what it is, not JSON, as a
+    /// corrupt text value would, rather than stopping the writer).
+    fn lenient_text(&self, r: &rusqlite::Row, i: usize) -> Result<Option<String>> {
+        let bytes = self.codec.borrow_mut().unpack(&self.conn, r.get_ref(i)?)?;
+        Ok(bytes.map(|b| match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        }))
     }
 
     /// Column `i` of a row as text: stored plain or packed (`codec.rs`).
