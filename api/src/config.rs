@@ -719,6 +719,25 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub repair_grace: RepairGraceArgs,
+
+    /// How far back the repair loop's frequent passes look: they read the orders created
+    /// within it and what was made for them, so their cost follows the orders of the window,
+    /// not the years of history. Longer than an order lives (default: --approval-timeout plus
+    /// a day); orders older than it are checked by the passes over the whole books.
+    #[arg(long, env = "FULFILLMENT_REPAIR_WINDOW", value_parser = parse_repair_window, value_name = "DURATION")]
+    pub repair_window: Option<Duration>,
+
+    /// How often the repair loop reads the whole books instead of the window (every order,
+    /// reservation, charge and refund; and every SKU's counts against all its reservations):
+    /// the first pass after the start, then this often.
+    #[arg(
+        long,
+        env = "FULFILLMENT_REPAIR_WHOLE_EVERY",
+        default_value = "24h",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub repair_whole_every: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -760,6 +779,15 @@ pub struct RepairGraceArgs {
 /// its own: clap takes a field of type `Option<_>` for an optional flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RepairInterval(pub Option<Duration>);
+
+/// A window of at least a minute: a pass must see an order for longer than its grace.
+fn parse_repair_window(raw: &str) -> Result<Duration, String> {
+    let window = parse_duration(raw)?;
+    match window >= Duration::from_secs(60) {
+        true => Ok(window),
+        false => Err("the repair window is a minute or more".to_owned()),
+    }
+}
 
 fn parse_repair_interval(raw: &str) -> Result<RepairInterval, String> {
     match raw.trim() {
@@ -943,6 +971,10 @@ pub struct RepairLoopSettings {
     /// `None`: no loop.
     pub interval: Option<Duration>,
     pub grace: Duration,
+    /// How far back the frequent passes read.
+    pub window: Duration,
+    /// How often a pass reads the whole books.
+    pub whole_every: Duration,
 }
 
 impl Default for RepairLoopSettings {
@@ -950,6 +982,8 @@ impl Default for RepairLoopSettings {
         RepairLoopSettings {
             interval: Some(Duration::from_secs(60)),
             grace: Duration::from_secs(60),
+            window: Duration::from_secs(4 * 24 * 3600),
+            whole_every: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -1006,6 +1040,10 @@ impl From<ServeArgs> for Settings {
             repair: RepairLoopSettings {
                 interval: a.repair_interval.0,
                 grace: a.repair_grace.repair_grace,
+                window: a
+                    .repair_window
+                    .unwrap_or(a.approval_timeout + Duration::from_secs(24 * 3600)),
+                whole_every: a.repair_whole_every,
             },
             retention: a.retention.0,
         }
@@ -1137,8 +1175,18 @@ mod tests {
             RepairLoopSettings {
                 interval: Some(Duration::from_secs(300)),
                 grace: Duration::from_secs(10),
+                ..RepairLoopSettings::default()
             }
         );
+        // The window follows the approval window unless given; whole passes daily unless told.
+        let s = serve(&["--approval-timeout", "1d"]).unwrap();
+        assert_eq!(s.repair.window, Duration::from_secs(2 * 24 * 3600));
+        let s = serve(&["--repair-window", "10m", "--repair-whole-every", "6h"]).unwrap();
+        assert_eq!(s.repair.window, Duration::from_secs(600));
+        assert_eq!(s.repair.whole_every, Duration::from_secs(6 * 3600));
+        for bad in ["30s", "0", "soon"] {
+            assert!(serve(&["--repair-window", bad]).is_err(), "{bad:?}");
+        }
         for off in ["0", "off"] {
             assert_eq!(
                 serve(&["--repair-interval", off]).unwrap().repair.interval,

@@ -162,9 +162,10 @@ impl OrderRepository for CountedOrders {
 
     async fn list_orders(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
-        self.orders.list_orders(after, limit).await
+        self.orders.list_orders(since, after, limit).await
     }
 }

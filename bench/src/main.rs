@@ -98,6 +98,10 @@ struct Cli {
     /// runs during the soak).
     #[arg(long, env = "BENCH_SOAK_RETENTION_SECS", default_value_t = 60)]
     soak_retention_secs: u64,
+    /// soak: the service's repair window, seconds (its frequent passes read the orders of the
+    /// window; small orders live seconds, as the retention is shortened for the run)
+    #[arg(long, env = "BENCH_SOAK_REPAIR_WINDOW_SECS", default_value_t = 120)]
+    soak_repair_window_secs: u64,
     /// The AWS side runs the counts and rates divided by this.
     #[arg(long, env = "BENCH_AWS_DIVISOR", default_value_t = 10)]
     aws_divisor: u64,
@@ -240,6 +244,7 @@ async fn run(cli: Cli) -> Result<()> {
                 orders: cli.soak_orders,
                 window: cli.soak_window,
                 retention: Duration::from_secs(cli.soak_retention_secs),
+                repair_window: Duration::from_secs(cli.soak_repair_window_secs),
             };
             let ctx = ctx(Backend::Embedded);
             let result =

@@ -326,9 +326,15 @@ pub trait OrderRepository: Send + Sync {
     ) -> Result<Page<Order>, StoreError>;
 
     /// Every order, a page of at most `limit` at a time, starting after the cursor `after`
-    /// (see [`Page`]). Strongly consistent reads, for `fulfillment audit`.
-    async fn list_orders(&self, after: Option<&str>, limit: u32)
-    -> Result<Page<Order>, StoreError>;
+    /// (see [`Page`]); with `since`, only the orders created at or after it (pass the same
+    /// `since` with every page of a listing). Strongly consistent reads, for `fulfillment
+    /// audit` and the repair loop.
+    async fn list_orders(
+        &self,
+        since: Option<DateTime<Utc>>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError>;
 }
 
 /// What resolving an incident did.
@@ -468,9 +474,11 @@ pub trait InventoryRepository: Send + Sync {
     ) -> Result<Page<StockLevel>, StoreError>;
 
     /// Every reservation, a page at a time (see [`Page`]), the markers of releases that came
-    /// before any reservation included (`RELEASED`, no lines).
+    /// before any reservation included (`RELEASED`, no lines); with `since`, only those created
+    /// at or after it.
     async fn list_reservations(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Reservation>, StoreError>;
@@ -548,16 +556,20 @@ pub trait PaymentGateway: Send + Sync {
 
     /// Every charge the provider holds for this service's orders, under any key, a page at a
     /// time (see [`Page`]): the provider's own books, so that a charge the store does not know
-    /// of, or a second one for an order, can be found.
+    /// of, or a second one for an order, can be found. With `since`, only the charges created at
+    /// or after it.
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, GatewayError>;
 
-    /// Every refund the provider holds for this service's orders, a page at a time.
+    /// Every refund the provider holds for this service's orders, a page at a time; with
+    /// `since`, only the refunds created at or after it.
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, GatewayError>;

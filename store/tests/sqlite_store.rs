@@ -112,7 +112,7 @@ async fn a_read_only_store_reads_beside_the_writer_and_writes_nothing() {
         .await
         .unwrap();
     assert_eq!(reader.get(&id).await.unwrap(), Some(moved.clone()));
-    let listed = reader.list_orders(None, 10).await.unwrap();
+    let listed = reader.list_orders(None, None, 10).await.unwrap();
     assert_eq!(listed.items, std::slice::from_ref(&moved));
     // A write through it is refused by SQLite, and changes nothing.
     let refused = reader.advance(&id, OrderStatus::Charged, None).await;

@@ -150,12 +150,19 @@ async fn services_with_their_own_key_prefix_never_touch_each_others_payments() {
         .await
         .expect_err("a's payment");
     assert!(matches!(err, GatewayError::Rejected(_)), "{err:?}");
-    let listed: Vec<_> = a.list_charges(None, 100).await.expect("list").items;
+    let listed: Vec<_> = a.list_charges(None, None, 100).await.expect("list").items;
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].charge_id, charge_a.charge_id);
-    assert!(b.list_refunds(None, 100).await.expect("list").items.len() == 1);
     assert!(
-        a.list_refunds(None, 100)
+        b.list_refunds(None, None, 100)
+            .await
+            .expect("list")
+            .items
+            .len()
+            == 1
+    );
+    assert!(
+        a.list_refunds(None, None, 100)
             .await
             .expect("list")
             .items
@@ -614,10 +621,13 @@ async fn the_books_are_the_succeeded_intents_listed_page_after_page() {
         .await
         .expect_err("declined");
     // Newest first: the declined intent fills the first page of two, the paid one the second.
-    let first = payments.list_charges(None, 1).await.expect("list");
+    let first = payments.list_charges(None, None, 1).await.expect("list");
     assert_eq!(first.items, [], "a declined intent took nothing");
     let next = first.next.expect("more");
-    let second = payments.list_charges(Some(&next), 1).await.expect("list");
+    let second = payments
+        .list_charges(None, Some(&next), 1)
+        .await
+        .expect("list");
     assert_eq!(second.items, [charge]);
     assert_eq!(second.next, None);
     let lists: Vec<_> = fake

@@ -9,8 +9,9 @@
 
 use super::AuditError;
 use super::executions::Executions;
+use chrono::{DateTime, Utc};
 use futures_util::{StreamExt, stream};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use store::{Charge, Order, OrderId, OrderStatus, Page, Ports, Refund, Reservation, StockLevel};
@@ -69,9 +70,35 @@ impl From<Order> for OrderView {
     }
 }
 
+/// Which part of the books a collection reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// All of them: every order, reservation, charge and refund there is.
+    #[default]
+    Whole,
+    /// The orders created at or after a moment and what was made for them: their charges,
+    /// refunds and reservations, each made after its order, so each listed by the same
+    /// moment (charges and refunds of older orders are left out). Every SKU's stock, checked
+    /// for conservation only: its counts against its reservations need every reservation,
+    /// which a whole collection reads. What it reads grows with the orders of the window, not
+    /// with the history: the repair loop's frequent passes (`crate::repair`).
+    Since(DateTime<Utc>),
+}
+
+impl Scope {
+    fn since(self) -> Option<DateTime<Utc>> {
+        match self {
+            Scope::Whole => None,
+            Scope::Since(at) => Some(at),
+        }
+    }
+}
+
 /// Everything the rules look at.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Books {
+    /// What was read.
+    pub scope: Scope,
     pub orders: Vec<OrderView>,
     pub stock: Vec<StockLevel>,
     pub reservations: Vec<Reservation>,
@@ -107,21 +134,23 @@ where
 }
 
 impl Books {
-    /// Reads the books from `sources` (see the module docs for the order of the reads).
-    pub async fn collect(sources: &Sources) -> Result<Books, AuditError> {
+    /// Reads the `scope` of the books from `sources` (see the module docs for the order of
+    /// the reads).
+    pub async fn collect(sources: &Sources, scope: Scope) -> Result<Books, AuditError> {
+        let since = scope.since();
         let payments = sources.ports.payments.as_ref();
-        let refunds = all("refunds", |after| async move {
-            payments.list_refunds(after.as_deref(), PAGE).await
+        let mut refunds = all("refunds", |after| async move {
+            payments.list_refunds(since, after.as_deref(), PAGE).await
         })
         .await?;
-        let charges = all("charges", |after| async move {
-            payments.list_charges(after.as_deref(), PAGE).await
+        let mut charges = all("charges", |after| async move {
+            payments.list_charges(since, after.as_deref(), PAGE).await
         })
         .await?;
         let orders = sources.ports.orders.as_ref();
         let orders: Vec<OrderView> = all("orders", |after| async move {
             orders
-                .list_orders(after.as_deref(), PAGE)
+                .list_orders(since, after.as_deref(), PAGE)
                 .await
                 .map(|page| Page {
                     items: page.items.into_iter().map(OrderView::from).collect(),
@@ -134,10 +163,20 @@ impl Books {
             inventory.list_stock(after.as_deref(), PAGE).await
         })
         .await?;
-        let reservations = all("reservations", |after| async move {
-            inventory.list_reservations(after.as_deref(), PAGE).await
+        let mut reservations = all("reservations", |after| async move {
+            inventory
+                .list_reservations(since, after.as_deref(), PAGE)
+                .await
         })
         .await?;
+        if since.is_some() {
+            // What was made since for orders older than the window (a provider's late charge
+            // for one, say) is left to the whole collection, with the rest of their books.
+            let window: HashSet<&OrderId> = orders.iter().map(|o| &o.id).collect();
+            charges.retain(|c| window.contains(&c.order_id));
+            refunds.retain(|r| window.contains(&r.order_id));
+            reservations.retain(|r| window.contains(&r.order_id));
+        }
 
         // The running executions listed (AWS: a thousand a call), then a lookup for each
         // unfinished order's execution not listed: one that ended, or started since. Owned
@@ -206,6 +245,7 @@ impl Books {
             .collect::<Result<Vec<_>, _>>()?;
         open_tokens.extend(asked);
         Ok(Books {
+            scope,
             orders,
             stock,
             reservations,

@@ -18,7 +18,7 @@ mod books;
 mod executions;
 mod rules;
 
-pub use books::{Books, OrderView, Sources};
+pub use books::{Books, OrderView, Scope, Sources};
 pub use executions::{EmbeddedExecutions, Executions, WorkflowExecutions};
 pub use rules::{Findings, Recheck, Remedy, Violation, check};
 
@@ -98,16 +98,18 @@ fn log_notes(findings: &Findings) {
 /// Collects the books and checks them; when something looks wrong, waits `recheck_after`, does
 /// both again, and reports what was found both times.
 pub async fn run(sources: &Sources, recheck_after: Duration) -> Result<Report, AuditError> {
-    let (books, violations) = confirm(sources, recheck_after).await?;
+    let (books, violations) = confirm(sources, recheck_after, Scope::Whole).await?;
     Ok(report(&books, violations))
 }
 
-/// What [`run`] reports, with the books of the last look (the repair loop reads them).
+/// What [`run`] reports of the `scope` of the books, with the books of the last look (the
+/// repair loop reads them).
 pub async fn confirm(
     sources: &Sources,
     recheck_after: Duration,
+    scope: Scope,
 ) -> Result<(Books, Vec<Violation>), AuditError> {
-    let books = Books::collect(sources).await?;
+    let books = Books::collect(sources, scope).await?;
     let first = check(&books);
     if first.violations.is_empty() {
         log_notes(&first);
@@ -123,7 +125,7 @@ pub async fn confirm(
     );
     let first_stock = books.stock;
     tokio::time::sleep(recheck_after).await;
-    let books = Books::collect(sources).await?;
+    let books = Books::collect(sources, scope).await?;
     let second = check(&books);
     log_notes(&second);
     let (violations, moving) = confirmed(

@@ -8,9 +8,9 @@
 mod remedies;
 mod schedule;
 
-pub use schedule::{RepairLoop, lease_duration};
+pub use schedule::{Plan, RepairLoop, lease_duration};
 
-use crate::audit::{self, AuditError, Books, Report, Sources, Violation};
+use crate::audit::{self, AuditError, Books, Report, Scope, Sources, Violation};
 use crate::http::Metrics;
 use crate::intake::{IntakeError, OrderIntake};
 use chrono::{DateTime, Utc};
@@ -210,11 +210,12 @@ impl Reconciler {
         Reconciler { sources, ..self }
     }
 
-    /// One pass: the audit (two looks), then each violation found both times repaired or
-    /// reported. Repairs that fail are logged and left to the next pass.
-    pub async fn pass(&self) -> Result<Pass, RepairError> {
+    /// One pass over the `scope` of the books: the audit (two looks), then each violation
+    /// found both times repaired or reported. Repairs that fail are logged and left to the
+    /// next pass.
+    pub async fn pass(&self, scope: Scope) -> Result<Pass, RepairError> {
         let (books, violations) =
-            audit::confirm(&self.sources, self.settings.recheck_after).await?;
+            audit::confirm(&self.sources, self.settings.recheck_after, scope).await?;
         self.metrics.repair_pass();
         let mut repairs = Vec::new();
         let mut left = 0;

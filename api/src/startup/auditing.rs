@@ -2,6 +2,7 @@
 //! `--repair`, opened as `serve` opens it and repaired by one pass of the repair loop.
 
 use super::*;
+use crate::audit::Scope;
 use crate::repair::{self, Pass};
 use workflow::SagaSettings;
 
@@ -113,7 +114,7 @@ async fn repair_once(
         },
         Metrics::new(),
     );
-    Ok(reconciler.pass().await?)
+    Ok(reconciler.pass(Scope::Whole).await?)
 }
 
 /// The embedded backend for an audit: the store file and the engine's beside it, both opened

@@ -14,7 +14,7 @@ use crate::http::auth::Authenticator;
 use crate::http::{self, AppState, Metrics, OperatorToken, SampledKind, SampledMetric};
 use crate::intake::OrderIntake;
 use crate::keys::{KeyError, KeyText};
-use crate::repair::{Reconciler, RepairError, RepairLoop, RepairSettings, lease_duration};
+use crate::repair::{Plan, Reconciler, RepairError, RepairLoop, RepairSettings, lease_duration};
 use crate::sfn_server;
 use crate::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
 use engine::{Engine, EngineConfig, EngineError, Inspector};

@@ -348,7 +348,20 @@ impl Service {
                 },
                 metrics.clone(),
             );
-            RepairLoop::spawn(Arc::new(reconciler), lease, interval)
+            if settings.repair.window <= settings.repair.grace {
+                tracing::warn!(
+                    window_s = settings.repair.window.as_secs(),
+                    grace_s = settings.repair.grace.as_secs(),
+                    "the repair window is no longer than the grace: orders left ACCEPTED are \
+                     started by the whole passes only (--repair-whole-every)"
+                );
+            }
+            let plan = Plan {
+                interval,
+                window: settings.repair.window,
+                whole_every: settings.repair.whole_every,
+            };
+            RepairLoop::spawn(Arc::new(reconciler), lease, plan)
         });
         drop(on_background);
         let router = http::router(AppState {

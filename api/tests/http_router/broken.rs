@@ -118,7 +118,12 @@ impl OrderRepository for Broken {
     ) -> Result<Page<Order>, StoreError> {
         self.fail().await
     }
-    async fn list_orders(&self, _: Option<&str>, _: u32) -> Result<Page<Order>, StoreError> {
+    async fn list_orders(
+        &self,
+        _: Option<DateTime<Utc>>,
+        _: Option<&str>,
+        _: u32,
+    ) -> Result<Page<Order>, StoreError> {
         self.fail().await
     }
 }

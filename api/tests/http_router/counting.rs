@@ -4,6 +4,7 @@
 //! (`#[path]`).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,17 +72,19 @@ impl PaymentGateway for CountingPayments {
     }
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, GatewayError> {
-        self.inner.list_charges(after, limit).await
+        self.inner.list_charges(since, after, limit).await
     }
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, GatewayError> {
-        self.inner.list_refunds(after, limit).await
+        self.inner.list_refunds(since, after, limit).await
     }
 }
 

@@ -2,8 +2,8 @@
 //! per kind of repair, each also run a second time to show it changes nothing then.
 
 use super::harness::{Saga, small};
-use api::audit::Sources;
 use api::audit::WorkflowExecutions;
+use api::audit::{Scope, Sources};
 use api::http::Metrics;
 use api::intake::OrderIntake;
 use api::repair::{Pass, Reconciler, RepairKind, RepairSettings};
@@ -114,7 +114,7 @@ async fn an_order_left_accepted_is_started_once_past_its_grace_and_then_complete
 
     // Within its grace its POST may still be starting it: left alone.
     let (patient, _) = reconciler(&saga, Duration::from_secs(3600));
-    let pass = patient.pass().await.unwrap();
+    let pass = patient.pass(Scope::Whole).await.unwrap();
     assert_eq!(kinds(&pass), []);
     assert_eq!((pass.audit.violations.len(), pass.left), (1, 1));
     assert_eq!(saga.order("o-left").await.status, OrderStatus::Accepted);
@@ -130,7 +130,7 @@ async fn an_order_left_accepted_is_started_once_past_its_grace_and_then_complete
             sole_owner_since: Some(chrono::Utc::now()),
         },
     );
-    let pass = due.pass().await.unwrap();
+    let pass = due.pass(Scope::Whole).await.unwrap();
     assert_eq!(kinds(&pass), [RepairKind::Started], "{pass:?}");
     assert!(pass.all_repaired());
     assert_eq!(counted(&metrics, "started"), "1");
@@ -140,7 +140,7 @@ async fn an_order_left_accepted_is_started_once_past_its_grace_and_then_complete
     );
     assert_eq!(saga.order("o-left").await.status, OrderStatus::Completed);
 
-    let again = due.pass().await.unwrap();
+    let again = due.pass(Scope::Whole).await.unwrap();
     assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
     assert_eq!(counted(&metrics, "started"), "1");
 }
@@ -161,7 +161,7 @@ async fn a_charge_its_cancelled_order_ended_without_is_refunded_once_and_recorde
         .unwrap();
 
     let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(kinds(&pass), [RepairKind::RefundedLateCharge], "{pass:?}");
     assert!(pass.repairs[0].what.contains(&charge.charge_id), "{pass:?}");
     let repaired = saga.order("o-late").await;
@@ -176,11 +176,62 @@ async fn a_charge_its_cancelled_order_ended_without_is_refunded_once_and_recorde
     assert_eq!(refund.amount_cents, charge.amount_cents);
     assert_eq!(repaired.failure, Some(failure()), "its failure is kept");
 
-    let again = reconciler.pass().await.unwrap();
+    let again = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
     assert_eq!(counted(&metrics, "refunded_late_charge"), "1");
-    let refunds = saga.ports.payments.list_refunds(None, 100).await.unwrap();
+    let refunds = saga
+        .ports
+        .payments
+        .list_refunds(None, None, 100)
+        .await
+        .unwrap();
     assert_eq!(refunds.items.len(), 1, "refunded once: {refunds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pass_over_a_recent_window_repairs_its_orders_and_leaves_older_ones_to_the_whole_books() {
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    // Two CANCELLED orders whose charges landed late, the first placed before the window.
+    let mut since = None;
+    for id in ["o-older", "o-recent"] {
+        if id == "o-recent" {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            since = Some(chrono::Utc::now());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let order = saga.place(small(id, "book", "pm_card_visa")).await;
+        charge(&saga, &order).await;
+        saga.ports
+            .orders
+            .advance(order.id(), OrderStatus::Cancelled, Some(failure()))
+            .await
+            .unwrap();
+    }
+    let since = since.unwrap();
+
+    let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
+    let recent = reconciler.pass(Scope::Since(since)).await.unwrap();
+    assert_eq!(
+        (recent.audit.orders, recent.audit.charges),
+        (1, 1),
+        "the window's order and its charge only: {recent:?}"
+    );
+    assert_eq!(kinds(&recent), [RepairKind::RefundedLateCharge]);
+    assert_eq!(recent.repairs[0].subject, "order o-recent");
+    assert!(
+        saga.order("o-older").await.refund.is_none(),
+        "not in the window"
+    );
+
+    let whole = reconciler.pass(Scope::Whole).await.unwrap();
+    assert_eq!(whole.audit.orders, 2);
+    assert_eq!(kinds(&whole), [RepairKind::RefundedLateCharge], "{whole:?}");
+    assert_eq!(whole.repairs[0].subject, "order o-older");
+    let again = reconciler.pass(Scope::Whole).await.unwrap();
+    assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
+    assert_eq!(counted(&metrics, "refunded_late_charge"), "2");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -233,7 +284,7 @@ async fn stock_a_cancelled_order_holds_is_released_and_a_completed_ones_marked_s
     assert_eq!(saga.level("book").await, (3, 2, 0));
 
     let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(
         kinds(&pass),
         [RepairKind::ReleasedStock, RepairKind::ReleasedStock],
@@ -248,7 +299,7 @@ async fn stock_a_cancelled_order_holds_is_released_and_a_completed_ones_marked_s
     assert_eq!(reservation("o-held").await, ReservationStatus::Released);
     assert_eq!(reservation("o-shipped").await, ReservationStatus::Shipped);
 
-    let again = reconciler.pass().await.unwrap();
+    let again = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!((again.audit.violations.len(), kinds(&again)), (0, vec![]));
     assert_eq!(counted(&metrics, "released_stock"), "2");
 }
@@ -280,12 +331,12 @@ async fn what_it_may_not_fix_is_reported_once_and_left_as_it_is() {
     let before = saga.order("o-free").await;
 
     let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(kinds(&pass), [RepairKind::Reported], "{pass:?}");
     assert_eq!(pass.repairs[0].subject, "order o-free");
     assert!(!pass.all_repaired());
     // Still there at the next pass, and not reported (nor counted) twice.
-    let again = reconciler.pass().await.unwrap();
+    let again = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(again.audit.violations.len(), 1);
     assert_eq!(kinds(&again), []);
     assert_eq!(counted(&metrics, "reported"), "1");
@@ -312,7 +363,7 @@ async fn an_execution_that_ended_under_an_unfinished_order_becomes_an_incident_o
     assert_eq!(saga.finished(&order).await.status, ExecutionStatus::Aborted);
 
     let (reconciler, metrics) = reconciler(&saga, Duration::ZERO);
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     // Its parked token, which no decision can reach now, is reported beside it.
     assert_eq!(
         kinds(&pass),
@@ -331,7 +382,7 @@ async fn an_execution_that_ended_under_an_unfinished_order_becomes_an_incident_o
     );
     // Then the money it holds, a charge not refunded, is reported for the person who takes
     // the incident; the incident is not recorded twice.
-    let again = reconciler.pass().await.unwrap();
+    let again = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(kinds(&again), [RepairKind::Reported], "{again:?}");
     assert!(again.repairs[0].what.contains("refund"), "{again:?}");
     assert_eq!(counted(&metrics, "incident_recorded"), "1");
@@ -359,7 +410,7 @@ async fn a_pass_lists_running_executions_instead_of_describing_each_order() {
         executions: Arc::new(WorkflowExecutions::new(counting.clone())),
         check_parked_tokens: false,
     });
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     assert!(
         pass.all_repaired() && pass.audit.violations.is_empty(),
         "{pass:?}"
@@ -380,7 +431,7 @@ async fn a_pass_lists_running_executions_instead_of_describing_each_order() {
         .stop_execution(&arn, "Ops.Stopped", "stopped by hand")
         .await
         .unwrap();
-    let pass = reconciler.pass().await.unwrap();
+    let pass = reconciler.pass(Scope::Whole).await.unwrap();
     assert_eq!(
         kinds(&pass),
         [RepairKind::IncidentRecorded, RepairKind::Reported],

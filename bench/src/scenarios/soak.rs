@@ -27,6 +27,9 @@ pub struct SoakSizes {
     pub window: u64,
     /// The service's `--retention` for the run (closed executions older are pruned).
     pub retention: Duration,
+    /// The service's `--repair-window`: its repair loop runs as by default (a pass a minute,
+    /// the whole books at the start and then daily), over the orders of this window.
+    pub repair_window: Duration,
 }
 
 /// One window's figures.
@@ -39,8 +42,9 @@ struct Window {
 pub async fn run(ctx: &Ctx, sizes: &SoakSizes) -> Result<Report> {
     let (n, w) = (sizes.orders, sizes.window.clamp(1, sizes.orders.max(1)));
     let retention = format!("{}s", sizes.retention.as_secs().max(1));
-    let mut service =
-        Service::start(ctx.backend, &["--retention", &retention], 1_000_000_000).await?;
+    let repair_window = format!("{}s", sizes.repair_window.as_secs().max(60));
+    let flags = ["--retention", &retention, "--repair-window", &repair_window];
+    let mut service = Service::start(ctx.backend, &flags, 1_000_000_000).await?;
     let addr = service.addr();
     let make = place_orders(&ctx.run, "k", PRICE_CENTS);
     let mut windows: Vec<Window> = Vec::new();

@@ -583,8 +583,24 @@ async fn retrieve_intent(
 }
 
 /// Stripe's list answer over `all` (newest first): `limit` objects (default 10, at most 100)
-/// after the object `starting_after`, and whether more follow.
+/// after the object `starting_after`, those created at or after `created[gte]` (unix seconds)
+/// only, and whether more follow.
 fn list_of(all: Vec<Value>, query: &HashMap<String, String>) -> Result<Value, (StatusCode, Value)> {
+    let all: Vec<Value> = match query.get("created[gte]").map(|t| t.parse::<i64>()) {
+        None => all,
+        Some(Ok(from)) => all
+            .into_iter()
+            .filter(|o| o["created"].as_i64().is_some_and(|t| t >= from))
+            .collect(),
+        Some(Err(_)) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                "Invalid integer: created[gte]",
+            ));
+        }
+    };
     let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
         None => 10,
         Some(Ok(n @ 1..=100)) => n,

@@ -3,7 +3,7 @@
 //! charge id when the caller has it, and never of another order's charge), one shipment per
 //! order. Uses only `pm_card_visa`, which succeeds on every provider's test mode.
 
-use super::{address, all_pages, covered_once, line, order_id, unique};
+use super::{address, all_pages, covered_once, covered_since, line, order_id, unique};
 use crate::domain::*;
 use crate::error::GatewayError;
 use crate::ports::*;
@@ -220,7 +220,7 @@ pub async fn listing_pages_cover_every_charge_and_refund_once(payments: &dyn Pay
     }
 
     let listed = all_pages(2, |after| async move {
-        payments.list_charges(after.as_deref(), 2).await
+        payments.list_charges(None, after.as_deref(), 2).await
     })
     .await;
     let keys: Vec<String> = listed.iter().map(|c| c.charge_id.clone()).collect();
@@ -232,7 +232,7 @@ pub async fn listing_pages_cover_every_charge_and_refund_once(payments: &dyn Pay
     }
 
     let listed = all_pages(2, |after| async move {
-        payments.list_refunds(after.as_deref(), 2).await
+        payments.list_refunds(None, after.as_deref(), 2).await
     })
     .await;
     let keys: Vec<String> = listed.iter().map(|r| r.refund_id.clone()).collect();
@@ -242,6 +242,52 @@ pub async fn listing_pages_cover_every_charge_and_refund_once(payments: &dyn Pay
         let found = listed.iter().find(|r| r.refund_id == refund.refund_id);
         assert_eq!(found, Some(refund));
     }
+
+    // With `since`: what was made from then on only. A provider may keep times in whole
+    // seconds (Stripe does), so `since` is a second past the last of the earlier ones.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let since = chrono::Utc::now();
+    let mut later = Vec::new();
+    for n in 0..3 {
+        let id = order_id("listed-later");
+        later.push(
+            payments
+                .charge(&request(&id, 200 + n))
+                .await
+                .expect("charge"),
+        );
+    }
+    // The earlier charges' refunds are made now: listed by when the refund was made.
+    let mut later_refunds = Vec::new();
+    for charge in [&charges[2], &later[0]] {
+        let id = &charge.order_id;
+        match payments
+            .refund(id, Some(&charge.charge_id), &id.refund_key())
+            .await
+            .expect("refund")
+        {
+            Refunded::Now(r) => later_refunds.push(r.refund_id),
+            other => panic!("a first refund refunds, got {other:?}"),
+        }
+    }
+    let listed = all_pages(2, |after| async move {
+        payments
+            .list_charges(Some(since), after.as_deref(), 2)
+            .await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|c| c.charge_id.clone()).collect();
+    let later: Vec<String> = later.iter().map(|c| c.charge_id.clone()).collect();
+    covered_since(&keys, &later, &ours);
+    let listed = all_pages(2, |after| async move {
+        payments
+            .list_refunds(Some(since), after.as_deref(), 2)
+            .await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|r| r.refund_id.clone()).collect();
+    let earlier: Vec<String> = refunds.iter().map(|r| r.refund_id.clone()).collect();
+    covered_since(&keys, &later_refunds, &earlier);
 }
 
 pub async fn one_shipment_per_order(shipping: &dyn ShippingGateway) {

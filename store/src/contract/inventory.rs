@@ -2,7 +2,7 @@
 //! that are idempotent and recorded, and stock that is conserved and never negative, also under
 //! concurrent orders.
 
-use super::{all_pages, covered_once, line, order_id, unique};
+use super::{all_pages, covered_once, covered_since, line, moment_apart, order_id, unique};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::*;
@@ -155,7 +155,7 @@ pub async fn listing_pages_cover_every_sku_and_reservation_once(inv: &dyn Invent
     }
 
     let reservations = all_pages(2, |after| async move {
-        inv.list_reservations(after.as_deref(), 2).await
+        inv.list_reservations(None, after.as_deref(), 2).await
     })
     .await;
     let keys: Vec<String> = reservations
@@ -171,6 +171,26 @@ pub async fn listing_pages_cover_every_sku_and_reservation_once(inv: &dyn Invent
             inv.reservation(id).await.expect("reservation").as_ref()
         );
     }
+
+    // With `since`: the reservations (and release markers) made from then on only.
+    let since = moment_apart().await;
+    let mut later = Vec::new();
+    for sku in &skus[..2] {
+        let id = order_id("listed-later");
+        reserved_new(inv, &id, &[line(sku, 1)]).await;
+        later.push(id.to_string());
+    }
+    let marker = order_id("listed-later-marker");
+    inv.release(&marker).await.expect("release");
+    later.push(marker.to_string());
+    inv.release(&orders[1]).await.expect("release");
+    let listed = all_pages(2, |after| async move {
+        inv.list_reservations(Some(since), after.as_deref(), 2)
+            .await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|r| r.order_id.to_string()).collect();
+    covered_since(&keys, &later, &ours);
 }
 
 pub async fn unknown_sku_is_out_of_stock(inv: &dyn InventoryRepository) {

@@ -140,6 +140,26 @@ where
 }
 
 /// Asserts that `keys` (of a whole listing) holds no key twice and each of `ours` once.
+/// A moment with a few milliseconds on either side of it, so that what is made before it
+/// and after it stays on its side where times are kept to the millisecond.
+pub async fn moment_apart() -> DateTime<Utc> {
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let at = Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    at
+}
+
+/// A listing `since` a moment: `later` (made after it) covered once, none of `earlier`.
+pub fn covered_since(keys: &[String], later: &[String], earlier: &[String]) {
+    covered_once(keys, later);
+    for key in earlier {
+        assert!(
+            !keys.contains(key),
+            "{key} was made before `since`, yet listed"
+        );
+    }
+}
+
 pub fn covered_once(keys: &[String], ours: &[String]) {
     let mut sorted = keys.to_vec();
     sorted.sort();

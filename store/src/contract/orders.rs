@@ -2,7 +2,9 @@
 //! and time) recorded once, approvals parked and decided once,
 //! incidents recorded, listed and resolved.
 
-use super::{all_pages, covered_once, failure, new_order, now, order_id};
+use super::{
+    all_pages, covered_once, covered_since, failure, moment_apart, new_order, now, order_id,
+};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::*;
@@ -612,7 +614,7 @@ pub async fn listing_pages_cover_every_order_once(repo: &dyn OrderRepository) {
         .await
         .expect("advance");
     let listed = all_pages(3, |after| async move {
-        repo.list_orders(after.as_deref(), 3).await
+        repo.list_orders(None, after.as_deref(), 3).await
     })
     .await;
     let keys: Vec<String> = listed.iter().map(|o| o.id().to_string()).collect();
@@ -621,6 +623,23 @@ pub async fn listing_pages_cover_every_order_once(repo: &dyn OrderRepository) {
     let found = |id: &OrderId| listed.iter().find(|o| o.id() == id).expect("listed");
     assert_eq!(found(moved.id()), &moved, "as it is now");
     assert_eq!(found(ours[6].id()), &ours[6]);
+
+    // With `since`: the orders created from then on, none from before (a change since does
+    // not count: `moved` was changed after it was created).
+    let since = moment_apart().await;
+    let mut later = Vec::new();
+    for _ in 0..4 {
+        later.push(created(repo, "listed").await.id().to_string());
+    }
+    repo.advance(ours[1].id(), OrderStatus::Reserved, None)
+        .await
+        .expect("advance");
+    let listed = all_pages(3, |after| async move {
+        repo.list_orders(Some(since), after.as_deref(), 3).await
+    })
+    .await;
+    let keys: Vec<String> = listed.iter().map(|o| o.id().to_string()).collect();
+    covered_since(&keys, &later, &our_keys);
 }
 
 fn incident(step: &str, since: chrono::DateTime<chrono::Utc>) -> Incident {

@@ -20,7 +20,7 @@ use crate::error::StoreError;
 use crate::ports::{InventoryRepository, Page, Released, Reserved};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
 /// DynamoDB's limit of items in one transaction.
@@ -439,17 +439,20 @@ impl InventoryRepository for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<StockLevel>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::STOCK, after, limit).await?;
+        let (items, next) = self.scan_prefix(prefix::STOCK, None, after, limit).await?;
         let items = items.iter().map(stock_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }
 
     async fn list_reservations(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Reservation>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::RESERVATION, after, limit).await?;
+        let (items, next) = self
+            .scan_prefix(prefix::RESERVATION, since, after, limit)
+            .await?;
         let items = items
             .iter()
             .map(|item| row_from(item).map(|row| row.reservation))

@@ -20,6 +20,7 @@ use crate::sandbox::ledger::{
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
 fn charge_pk(key: &str) -> String {
@@ -339,10 +340,13 @@ impl Ledger for DynamoStore {
     /// The `CHARGE#` items (`CHARGE-ID#` pointers have another prefix).
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::CHARGE, after, limit).await?;
+        let (items, next) = self
+            .scan_prefix(prefix::CHARGE, since, after, limit)
+            .await?;
         let items = items
             .iter()
             .map(|item| charge_from(item).map(|c| c.charge))
@@ -352,10 +356,13 @@ impl Ledger for DynamoStore {
 
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::REFUND, after, limit).await?;
+        let (items, next) = self
+            .scan_prefix(prefix::REFUND, since, after, limit)
+            .await?;
         let items = items.iter().map(refund_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }

@@ -54,6 +54,7 @@ use aws_sdk_dynamodb::types::{
     CancellationReason, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
+use chrono::{DateTime, Utc};
 use codec::{Item, key, names};
 use error::sdk;
 use std::collections::HashMap;
@@ -203,15 +204,23 @@ impl DynamoStore {
     /// order, after the key `after`: a `Scan` with `ConsistentRead`, filtered by
     /// `begins_with(pk, prefix)`, its `ExclusiveStartKey` the cursor. DynamoDB's `Limit` counts
     /// the items it reads, before the filter, so the scan goes on until `limit` items match
-    /// or the table ends; the cursor is the last key read (an item of any kind).
+    /// or the table ends; the cursor is the last key read (an item of any kind). With `since`,
+    /// only the items created at or after it (`created_at >= :since`, in the filter: the scan
+    /// still reads, and is billed for, the whole table; see docs/data.md).
     pub(crate) async fn scan_prefix(
         &self,
         prefix: &str,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<(Vec<Item>, Option<String>), StoreError> {
         let wanted = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
-        let condition = format!("begins_with(#{PARTITION_KEY}, :prefix)");
+        let condition = match since {
+            None => format!("begins_with(#{PARTITION_KEY}, :prefix)"),
+            Some(_) => format!("begins_with(#{PARTITION_KEY}, :prefix) AND #created_at >= :since"),
+        };
+        let mut values = HashMap::from([(":prefix".to_owned(), codec::s(prefix))]);
+        values.extend(since.map(|at| (":since".to_owned(), codec::ts(at))));
         let mut items = Vec::new();
         let mut start = after.map(|pk| key(pk.to_owned()));
         loop {
@@ -223,7 +232,7 @@ impl DynamoStore {
                 .consistent_read(true)
                 .filter_expression(&condition)
                 .set_expression_attribute_names(Some(names(&[&condition])))
-                .expression_attribute_values(":prefix", codec::s(prefix))
+                .set_expression_attribute_values(Some(values.clone()))
                 .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)
                 .send()

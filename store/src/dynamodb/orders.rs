@@ -817,10 +817,11 @@ impl OrderRepository for DynamoStore {
 
     async fn list_orders(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::ORDER, after, limit).await?;
+        let (items, next) = self.scan_prefix(prefix::ORDER, since, after, limit).await?;
         let items = items.iter().map(order_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }

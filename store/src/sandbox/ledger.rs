@@ -12,6 +12,7 @@ use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
 use crate::ports::Page;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 /// A charge as the provider keeps it: with the payment method, which a replay must match too.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,16 +111,19 @@ pub trait Ledger: Send + Sync {
     /// `Voided` or `Shipped`, never `Open`.
     async fn void_shipping(&self, order_id: &OrderId) -> Result<Shipping, StoreError>;
 
-    /// Every charge, a page at a time (see [`Page`]).
+    /// Every charge (with `since`, those created at or after it), a page at a time (see
+    /// [`Page`]).
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, StoreError>;
 
-    /// Every refund, a page at a time (see [`Page`]).
+    /// Every refund (with `since`, those created at or after it), a page at a time.
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, StoreError>;

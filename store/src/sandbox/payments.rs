@@ -9,7 +9,7 @@ use crate::error::GatewayError;
 use crate::ports::{ChargeRequest, Page, PaymentGateway, Refunded};
 use crate::sqlite::SqliteStore;
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 /// The sandbox payment gateway over a backend's ledger. Build it with
 /// [`SqliteStore::payments`] or [`DynamoStore::payments`](crate::dynamodb::DynamoStore::payments).
@@ -204,17 +204,19 @@ impl<L: Ledger> PaymentGateway for SandboxPayments<L> {
 
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, GatewayError> {
-        Ok(self.ledger.list_charges(after, limit).await?)
+        Ok(self.ledger.list_charges(since, after, limit).await?)
     }
 
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, GatewayError> {
-        Ok(self.ledger.list_refunds(after, limit).await?)
+        Ok(self.ledger.list_refunds(since, after, limit).await?)
     }
 }

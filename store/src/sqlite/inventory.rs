@@ -10,11 +10,13 @@
 //! it gets `Reserved::Existing` with that empty released reservation, and takes nothing.
 //! `reservation()` shows the marker the same way: `RELEASED`, no lines, stamped at the release.
 
+use super::listing::Listing;
 use super::{SqliteStore, get_json, get_ts, get_u64, now, savepoint, to_json, to_sql_u64};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{InventoryRepository, Page, Released, Reserved};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 
@@ -337,26 +339,25 @@ impl InventoryRepository for SqliteStore {
         .await
     }
 
-    /// Keyset pagination by order id: the cursor is the last order id of the page.
+    /// Keyset pagination (`listing.rs`): by order id, or by creation time and order id.
     async fn list_reservations(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Reservation>, StoreError> {
-        let after = after.unwrap_or_default().to_owned();
-        let limit = limit.max(1);
+        let after = after.map(str::to_owned);
         self.scan(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "{SELECT_RESERVATION} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![after, i64::from(limit)], |r| {
-                row_from(r).map(|row| row.reservation)
-            })?;
-            let reservations = rows.collect::<Result<Vec<_>, _>>()?;
-            Ok(Page::keyed(reservations, limit, |r| {
-                r.order_id.as_str().to_owned()
-            }))
+            let from_row = |r: &rusqlite::Row| row_from(r).map(|row| row.reservation);
+            RESERVATIONS.page(conn, since, after.as_deref(), limit, from_row, |r| {
+                (r.created_at, r.order_id.as_str().to_owned())
+            })
         })
         .await
     }
 }
+
+const RESERVATIONS: Listing = Listing {
+    select: SELECT_RESERVATION,
+    key: "order_id",
+};

@@ -4,6 +4,7 @@
 //! it found. Voids are marker rows in `sandbox_attempts` (`void:{order}` for payments,
 //! `void-shipping:{order}` for shipping), beside the counts of the "once" behaviours.
 
+use super::listing::Listing;
 use super::{SqliteStore, bad_column, get_ts, get_u64, savepoint, to_sql_u64, ts};
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
@@ -12,6 +13,7 @@ use crate::sandbox::ledger::{
     ChargeAdded, Ledger, LedgerCharge, PaymentVoid, RefundAdded, ShipmentAdded, Shipping,
 };
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 fn bump_attempt(conn: &Connection, key: &str) -> Result<u64, StoreError> {
@@ -101,24 +103,6 @@ fn refund_where(
         .prepare_cached(&format!("{SELECT_REFUND} WHERE {column} = ?1"))?
         .query_row([value], refund_from_row)
         .optional()?)
-}
-
-/// A page of `table` in idempotency-key order, after the key `after` (keyset pagination: the
-/// cursor is the last key of the page).
-fn page_by_key<T>(
-    conn: &Connection,
-    select: &str,
-    after: &str,
-    limit: u32,
-    from_row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
-    key: impl Fn(&T) -> String,
-) -> Result<Page<T>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "{select} WHERE idempotency_key > ?1 ORDER BY idempotency_key LIMIT ?2"
-    ))?;
-    let rows = stmt.query_map(params![after, i64::from(limit)], from_row)?;
-    let items = rows.collect::<Result<Vec<_>, _>>()?;
-    Ok(Page::keyed(items, limit, key))
 }
 
 fn shipment(conn: &Connection, id: &OrderId) -> Result<Option<Shipment>, StoreError> {
@@ -316,15 +300,15 @@ impl Ledger for SqliteStore {
 
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, StoreError> {
-        let after = after.unwrap_or_default().to_owned();
-        let limit = limit.max(1);
+        let after = after.map(str::to_owned);
         self.scan(move |conn| {
             let from_row = |r: &rusqlite::Row| charge_from_row(r).map(|c| c.charge);
-            page_by_key(conn, SELECT_CHARGE, &after, limit, from_row, |c| {
-                c.idempotency_key.clone()
+            CHARGES.page(conn, since, after.as_deref(), limit, from_row, |c| {
+                (c.created_at, c.idempotency_key.clone())
             })
         })
         .await
@@ -332,16 +316,26 @@ impl Ledger for SqliteStore {
 
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, StoreError> {
-        let after = after.unwrap_or_default().to_owned();
-        let limit = limit.max(1);
+        let after = after.map(str::to_owned);
         self.scan(move |conn| {
-            page_by_key(conn, SELECT_REFUND, &after, limit, refund_from_row, |r| {
-                r.idempotency_key.clone()
+            REFUNDS.page(conn, since, after.as_deref(), limit, refund_from_row, |r| {
+                (r.created_at, r.idempotency_key.clone())
             })
         })
         .await
     }
 }
+
+/// The provider's listings, by idempotency key (`listing.rs`).
+const CHARGES: Listing = Listing {
+    select: SELECT_CHARGE,
+    key: "idempotency_key",
+};
+const REFUNDS: Listing = Listing {
+    select: SELECT_REFUND,
+    key: "idempotency_key",
+};

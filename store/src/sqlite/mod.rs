@@ -14,6 +14,7 @@ mod inventory;
 mod keys;
 mod labels;
 mod ledger;
+mod listing;
 mod orders;
 mod schema;
 mod writer;

@@ -4,6 +4,7 @@
 //! holds the write lock), that also reads the row back, so the record returned is exactly the
 //! one the write left.
 
+use super::listing::Listing;
 use super::{
     SqliteStore, get_json, get_opt_ts, get_ts, get_u64, now, savepoint, to_json, to_sql_u64, ts,
 };
@@ -574,25 +575,27 @@ impl OrderRepository for SqliteStore {
         .await
     }
 
-    /// Keyset pagination by order id: the cursor is the last id of the page.
+    /// Keyset pagination (`listing.rs`): by order id, or by creation time and id.
     async fn list_orders(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
-        let after = after.unwrap_or_default().to_owned();
-        let limit = limit.max(1);
+        let after = after.map(str::to_owned);
         self.scan(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "{SELECT_ORDER} WHERE order_id > ?1 ORDER BY order_id LIMIT ?2"
-            ))?;
-            let rows = stmt.query_map(params![after, i64::from(limit)], order_from_row)?;
-            let orders = rows.collect::<Result<Vec<_>, _>>()?;
-            Ok(Page::keyed(orders, limit, |o| o.id().as_str().to_owned()))
+            ORDERS.page(conn, since, after.as_deref(), limit, order_from_row, |o| {
+                (o.new.created_at, o.id().as_str().to_owned())
+            })
         })
         .await
     }
 }
+
+const ORDERS: Listing = Listing {
+    select: SELECT_ORDER,
+    key: "order_id",
+};
 
 #[cfg(test)]
 mod tests {

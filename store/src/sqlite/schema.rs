@@ -177,6 +177,14 @@ CREATE INDEX orders_pending_approvals ON orders (approval_requested_at, order_id
     WHERE status = 'AWAITING_APPROVAL' AND approval_decision IS NULL
     AND approval_task_token IS NOT NULL;
 "#,
+    // 14: what was created since a moment, for the repair loop's passes over recent orders
+    // (`listing.rs`): each listing read by creation time, then its key.
+    r#"
+CREATE INDEX orders_by_created ON orders (created_at, order_id);
+CREATE INDEX reservations_by_created ON reservations (created_at, order_id);
+CREATE INDEX sandbox_charges_by_created ON sandbox_charges (created_at, idempotency_key);
+CREATE INDEX sandbox_refunds_by_created ON sandbox_refunds (created_at, idempotency_key);
+"#,
 ];
 
 /// The schema version this build writes.

@@ -193,14 +193,21 @@ impl StripePayments {
 
     /// One page of the list at `path` (newest first, Stripe's order) after the object `after`,
     /// and the cursor of the next: the last object's id while Stripe has more.
+    /// With `since`, `created[gte]`: Stripe's times are whole seconds, so the listing starts
+    /// at the second `since` falls in (a few items before it may come too, never one fewer).
     async fn list<T: Listed>(
         &self,
         path: &str,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<(Vec<T>, Option<String>), GatewayError> {
         let limit = limit.clamp(1, LIST_LIMIT).to_string();
+        let since = since.map(|at| at.timestamp().to_string());
         let mut query = vec![("limit", limit.as_str())];
+        if let Some(since) = &since {
+            query.push(("created[gte]", since.as_str()));
+        }
         if let Some(after) = after {
             query.push(("starting_after", after));
         }
@@ -384,11 +391,12 @@ impl PaymentGateway for StripePayments {
     /// the intents Stripe listed.
     async fn list_charges(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, GatewayError> {
         let (intents, next) = self
-            .list::<PaymentIntent>("/v1/payment_intents", after, limit)
+            .list::<PaymentIntent>("/v1/payment_intents", since, after, limit)
             .await?;
         let mut items = Vec::new();
         for intent in intents {
@@ -407,11 +415,12 @@ impl PaymentGateway for StripePayments {
     /// order and is not listed.
     async fn list_refunds(
         &self,
+        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, GatewayError> {
         let (refunds, next) = self
-            .list::<StripeRefund>("/v1/refunds", after, limit)
+            .list::<StripeRefund>("/v1/refunds", since, after, limit)
             .await?;
         let mut items = Vec::new();
         for refund in refunds
