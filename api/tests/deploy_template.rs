@@ -100,6 +100,11 @@ fn the_service_may_poll_every_activity_and_nothing_else() {
         block.contains("Resource: !Sub \"${Table.Arn}/index/open-incidents\"\n"),
         "{block}"
     );
+    // The repair loop's frequent passes query what was created within their window.
+    assert!(
+        block.contains("Resource: !Sub \"${Table.Arn}/index/created\"\n"),
+        "{block}"
+    );
 }
 
 /// `serve` runs the audit's reads in its repair loop, and `audit --repair` runs under the

@@ -154,7 +154,8 @@ fn assert_documented_indexes(table: &TableDescription) {
     }
 }
 
-/// A table made by a build from before the incidents index gets it added, and is then used.
+/// A table made by a build from before the incidents index (and the created index) gets them
+/// added, and is then used.
 #[tokio::test]
 async fn a_table_from_before_the_incidents_index_gets_it_added() {
     let client = moto::shared().client();
@@ -256,6 +257,15 @@ async fn items_have_the_documented_shape() {
         "JSON text"
     );
     assert!(!order.contains_key(dynamodb::APPROVAL_QUEUE));
+    // In the created index, by kind, day and shard.
+    let shard = |item: &HashMap<String, AttributeValue>| {
+        item[dynamodb::CREATED_SHARD].as_s().unwrap().clone()
+    };
+    let day = order["created_at"].as_s().unwrap()[..10].to_owned();
+    assert_eq!(
+        shard(&order),
+        format!("ORDER#{day}#{}", dynamodb::shard_of(id.as_str()))
+    );
 
     let sku = unique("sku");
     store.set_available(&sku, 5).await.expect("stock");
@@ -268,6 +278,10 @@ async fn items_have_the_documented_shape() {
     assert_eq!(counts, ["3", "2", "0", "5"]);
     let reservation = raw_item(&client, &store, &format!("RESERVATION#{id}")).await;
     assert_eq!(reservation["status"].as_s().unwrap(), "HELD");
+    assert!(
+        shard(&reservation).starts_with("RESERVATION#"),
+        "{reservation:?}"
+    );
 }
 
 #[tokio::test]

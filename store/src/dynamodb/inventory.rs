@@ -13,7 +13,8 @@
 //! One transaction holds at most 100 items: an order of up to 99 distinct SKUs.
 
 use super::codec::{Fields, Item, json, n, s, ts};
-use super::table::{PARTITION_KEY, prefix};
+use super::created::created_shard;
+use super::table::{CREATED_SHARD, PARTITION_KEY, prefix};
 use super::{DynamoStore, Transacted, Written, failed};
 use crate::domain::*;
 use crate::error::StoreError;
@@ -109,6 +110,10 @@ fn reservation_item(
             AttributeValue::Bool(released_unreserved),
         ),
         ("created_at".to_owned(), ts(reservation.created_at)),
+        (
+            CREATED_SHARD.to_owned(),
+            created_shard(prefix::RESERVATION, id.as_str(), reservation.created_at),
+        ),
         ("updated_at".to_owned(), ts(reservation.created_at)),
     ]))
 }
@@ -439,7 +444,7 @@ impl InventoryRepository for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<StockLevel>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::STOCK, None, after, limit).await?;
+        let (items, next) = self.scan_prefix(prefix::STOCK, after, limit).await?;
         let items = items.iter().map(stock_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }
@@ -450,9 +455,13 @@ impl InventoryRepository for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Reservation>, StoreError> {
-        let (items, next) = self
-            .scan_prefix(prefix::RESERVATION, since, after, limit)
-            .await?;
+        let (items, next) = match since {
+            None => self.scan_prefix(prefix::RESERVATION, after, limit).await?,
+            Some(since) => {
+                self.list_created(prefix::RESERVATION, since, after, limit)
+                    .await?
+            }
+        };
         let items = items
             .iter()
             .map(|item| row_from(item).map(|row| row.reservation))

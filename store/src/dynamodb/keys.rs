@@ -127,7 +127,7 @@ impl KeyRepository for DynamoStore {
         let mut after = None;
         loop {
             let (items, next) = self
-                .scan_prefix(prefix::API_KEY, None, after.as_deref(), 100)
+                .scan_prefix(prefix::API_KEY, after.as_deref(), 100)
                 .await?;
             for item in &items {
                 keys.push(key_from(item)?);

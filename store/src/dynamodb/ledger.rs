@@ -10,7 +10,8 @@
 //! - the `SHIPMENT#{order}` item holds the shipment or the void, whichever came first.
 
 use super::codec::{Fields, Item, n, s, ts};
-use super::table::{PARTITION_KEY, prefix};
+use super::created::created_shard;
+use super::table::{CREATED_SHARD, PARTITION_KEY, prefix};
 use super::{DynamoStore, Transacted, Written, failed};
 use crate::domain::{Charge, OrderId, Refund, Shipment};
 use crate::error::StoreError;
@@ -54,6 +55,10 @@ fn charge_item(row: &LedgerCharge) -> Item {
         ("currency".to_owned(), s(&c.currency)),
         ("payment_method".to_owned(), s(&row.payment_method)),
         ("created_at".to_owned(), ts(c.created_at)),
+        (
+            CREATED_SHARD.to_owned(),
+            created_shard(prefix::CHARGE, &c.idempotency_key, c.created_at),
+        ),
     ])
 }
 
@@ -81,6 +86,10 @@ fn refund_item(r: &Refund) -> Item {
         ("order_id".to_owned(), s(r.order_id.as_str())),
         ("amount_cents".to_owned(), n(r.amount_cents)),
         ("created_at".to_owned(), ts(r.created_at)),
+        (
+            CREATED_SHARD.to_owned(),
+            created_shard(prefix::REFUND, &r.idempotency_key, r.created_at),
+        ),
     ])
 }
 
@@ -344,9 +353,13 @@ impl Ledger for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Charge>, StoreError> {
-        let (items, next) = self
-            .scan_prefix(prefix::CHARGE, since, after, limit)
-            .await?;
+        let (items, next) = match since {
+            None => self.scan_prefix(prefix::CHARGE, after, limit).await?,
+            Some(since) => {
+                self.list_created(prefix::CHARGE, since, after, limit)
+                    .await?
+            }
+        };
         let items = items
             .iter()
             .map(|item| charge_from(item).map(|c| c.charge))
@@ -360,9 +373,13 @@ impl Ledger for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Refund>, StoreError> {
-        let (items, next) = self
-            .scan_prefix(prefix::REFUND, since, after, limit)
-            .await?;
+        let (items, next) = match since {
+            None => self.scan_prefix(prefix::REFUND, after, limit).await?,
+            Some(since) => {
+                self.list_created(prefix::REFUND, since, after, limit)
+                    .await?
+            }
+        };
         let items = items.iter().map(refund_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }

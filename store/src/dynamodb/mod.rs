@@ -8,18 +8,20 @@
 //! the item as it was (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), which tells a replay from
 //! a conflict without a second read. Multi-item changes (a reservation and its stock, a release)
 //! are one `TransactWriteItems`. Every read a decision depends on is strongly consistent; the
-//! one index (pending approvals) cannot be, see `orders.rs`. Listings (for `fulfillment audit`)
-//! are consistent `Scan`s of one item kind, by its key prefix.
+//! indexes (pending approvals, open incidents, items by creation day) cannot be: their readers
+//! read the items again, consistently (`orders.rs`, `created.rs`). Whole listings (for
+//! `fulfillment audit`) are consistent `Scan`s of one item kind, by its key prefix; listings
+//! since a moment query the `created` index.
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
-//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_deadline`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
+//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `created_shard`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_deadline`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
 //! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N, `stocked` N (absent on items last counted before it was kept) |
-//! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `updated_at` |
-//! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`; `refund_key` once refunded |
+//! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `created_shard`, `updated_at` |
+//! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`, `created_shard`; `refund_key` once refunded |
 //! | sandbox charge id | `SANDBOX#CHARGE-ID#{charge id}` | `idempotency_key` (of the charge) |
 //! | sandbox payment | `SANDBOX#PAYMENT#{order id}` | `first_charge_key` or `voided` BOOL |
-//! | sandbox refund | `SANDBOX#REFUND#{idempotency key}` | `idempotency_key`, `refund_id`, `charge_id`, `order_id`, `amount_cents` N, `created_at` |
+//! | sandbox refund | `SANDBOX#REFUND#{idempotency key}` | `idempotency_key`, `refund_id`, `charge_id`, `order_id`, `amount_cents` N, `created_at`, `created_shard` |
 //! | sandbox shipment | `SANDBOX#SHIPMENT#{order id}` | `shipment_id`, `tracking_number`, `created_at`, or `voided` BOOL |
 //! | sandbox attempt | `SANDBOX#ATTEMPT#{key}` | `attempts` N |
 //! | EasyPost label record | `LABEL#{order id}` | `record` (JSON of `easypost::book::LabelRecord`), `version` N |
@@ -28,6 +30,7 @@
 //! Timestamps are RFC 3339 text with nanoseconds; all other attributes are S unless noted.
 
 mod codec;
+mod created;
 mod error;
 mod inventory;
 mod keys;
@@ -39,9 +42,10 @@ pub mod table;
 
 pub use lease::{DynamoLease, DynamoShardLeases};
 pub use table::{
-    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, INCIDENT_QUEUE, INCIDENT_SINCE,
-    INDEXES, OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING, PENDING_APPROVALS_INDEX,
-    PENDING_APPROVALS_PROJECTION, approval_queue, approval_shard, create_table,
+    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, CREATED_INDEX, CREATED_SHARD,
+    CREATED_SHARDS, INCIDENT_QUEUE, INCIDENT_SINCE, INDEXES, OPEN_INCIDENTS_INDEX, PARTITION_KEY,
+    PENDING, PENDING_APPROVALS_INDEX, PENDING_APPROVALS_PROJECTION, approval_queue, approval_shard,
+    create_table, shard_of,
 };
 
 use crate::error::StoreError;
@@ -54,7 +58,6 @@ use aws_sdk_dynamodb::types::{
     CancellationReason, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
-use chrono::{DateTime, Utc};
 use codec::{Item, key, names};
 use error::sdk;
 use std::collections::HashMap;
@@ -204,23 +207,15 @@ impl DynamoStore {
     /// order, after the key `after`: a `Scan` with `ConsistentRead`, filtered by
     /// `begins_with(pk, prefix)`, its `ExclusiveStartKey` the cursor. DynamoDB's `Limit` counts
     /// the items it reads, before the filter, so the scan goes on until `limit` items match
-    /// or the table ends; the cursor is the last key read (an item of any kind). With `since`,
-    /// only the items created at or after it (`created_at >= :since`, in the filter: the scan
-    /// still reads, and is billed for, the whole table; see docs/data.md).
+    /// or the table ends; the cursor is the last key read (an item of any kind).
     pub(crate) async fn scan_prefix(
         &self,
         prefix: &str,
-        since: Option<DateTime<Utc>>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<(Vec<Item>, Option<String>), StoreError> {
         let wanted = usize::try_from(limit.max(1)).unwrap_or(usize::MAX);
-        let condition = match since {
-            None => format!("begins_with(#{PARTITION_KEY}, :prefix)"),
-            Some(_) => format!("begins_with(#{PARTITION_KEY}, :prefix) AND #created_at >= :since"),
-        };
-        let mut values = HashMap::from([(":prefix".to_owned(), codec::s(prefix))]);
-        values.extend(since.map(|at| (":since".to_owned(), codec::ts(at))));
+        let condition = format!("begins_with(#{PARTITION_KEY}, :prefix)");
         let mut items = Vec::new();
         let mut start = after.map(|pk| key(pk.to_owned()));
         loop {
@@ -232,7 +227,7 @@ impl DynamoStore {
                 .consistent_read(true)
                 .filter_expression(&condition)
                 .set_expression_attribute_names(Some(names(&[&condition])))
-                .set_expression_attribute_values(Some(values.clone()))
+                .expression_attribute_values(":prefix", codec::s(prefix))
                 .limit(i32::try_from(remaining).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start)
                 .send()

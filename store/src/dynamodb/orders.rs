@@ -14,10 +14,11 @@
 //! look finds it.
 
 use super::codec::{Fields, Item, json, n, s, ts};
+use super::created::created_shard;
 use super::table::{
-    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, INCIDENT_QUEUE, INCIDENT_SINCE, OPEN,
-    OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING_APPROVALS_INDEX, approval_queue,
-    approval_queue_of, prefix,
+    APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, CREATED_SHARD, INCIDENT_QUEUE,
+    INCIDENT_SINCE, OPEN, OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING_APPROVALS_INDEX,
+    approval_queue, approval_queue_of, prefix,
 };
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
@@ -112,6 +113,10 @@ fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreErr
         ),
         ("body_hash".to_owned(), s(&order.body_hash)),
         ("created_at".to_owned(), ts(order.created_at)),
+        (
+            CREATED_SHARD.to_owned(),
+            created_shard(prefix::ORDER, order.order_id.as_str(), order.created_at),
+        ),
         ("status".to_owned(), s(OrderStatus::Accepted.as_str())),
         ("updated_at".to_owned(), ts(now)),
     ]);
@@ -821,7 +826,13 @@ impl OrderRepository for DynamoStore {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
-        let (items, next) = self.scan_prefix(prefix::ORDER, since, after, limit).await?;
+        let (items, next) = match since {
+            None => self.scan_prefix(prefix::ORDER, after, limit).await?,
+            Some(since) => {
+                self.list_created(prefix::ORDER, since, after, limit)
+                    .await?
+            }
+        };
         let items = items.iter().map(order_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
     }

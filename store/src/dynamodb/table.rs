@@ -6,9 +6,10 @@
 //! |---|---|
 //! | billing | `PAY_PER_REQUEST` |
 //! | key | [`PARTITION_KEY`] `pk` (S, HASH); no sort key |
-//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S |
+//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S, `created_shard` S, `created_at` S |
 //! | index | [`PENDING_APPROVALS_INDEX`] `pending-approvals`: [`APPROVAL_QUEUE`] (S, HASH), [`APPROVAL_REQUESTED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`OPEN_INCIDENTS_INDEX`] `open-incidents`: [`INCIDENT_QUEUE`] (S, HASH), [`INCIDENT_SINCE`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`CREATED_INDEX`] `created`: [`CREATED_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //!
 //! The index is sparse: only an order awaiting a decision with a parked token carries
 //! `approval_queue`, so the index holds exactly the operators' queue. Its hash key is one of
@@ -21,6 +22,10 @@
 //! `open-incidents` is sparse the same way: only an order whose compensation gave up and waits
 //! for a person carries `incident_queue` (always [`OPEN`]). A table made before it existed gets
 //! it added by [`create_table`] (`UpdateTable`), which waits until it is `ACTIVE`.
+//!
+//! `created` is sparse too: orders, reservations and the sandbox's charges and refunds carry
+//! `created_shard` from when they are put (items put before it existed do not), so the repair
+//! loop lists what was created since a moment without scanning the table (`created.rs`).
 
 use super::error::sdk;
 use crate::error::StoreError;
@@ -53,9 +58,30 @@ pub const APPROVAL_SHARDS: u32 = 16;
 
 /// The approvals' shard of an order: a hash of its id, the same in every build and replica.
 pub fn approval_shard(order_id: &str) -> u32 {
+    hash(order_id) % APPROVAL_SHARDS
+}
+
+/// A hash of `key`, the same in every build and replica.
+fn hash(key: &str) -> u32 {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(order_id.as_bytes());
-    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % APPROVAL_SHARDS
+    let digest = Sha256::digest(key.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// The sparse index of items by when they were created: orders, reservations, and the sandbox
+/// ledger's charges and refunds (`created.rs`).
+pub const CREATED_INDEX: &str = "created";
+/// Hash key of [`CREATED_INDEX`]: the item kind's prefix, the UTC day it was created and a
+/// shard (`ORDER#2026-12-03#7`), set when the item is put.
+pub const CREATED_SHARD: &str = "created_shard";
+/// Range key of [`CREATED_INDEX`]: the item's `created_at`.
+pub const CREATED_AT: &str = "created_at";
+/// How many shards each kind's day is split into in [`CREATED_INDEX`].
+pub const CREATED_SHARDS: u32 = 16;
+
+/// The [`CREATED_INDEX`] shard of an item with key `key` (an order id, an idempotency key).
+pub fn shard_of(key: &str) -> u32 {
+    hash(key) % CREATED_SHARDS
 }
 
 /// The [`APPROVAL_QUEUE`] value of shard `shard`: `PENDING#{shard}`, and for the shard after
@@ -115,13 +141,14 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(300);
 
 /// The table's indexes: name, hash key, range key. Each projects its keys only
 /// ([`PENDING_APPROVALS_PROJECTION`]): readers fetch the items themselves, consistently.
-pub const INDEXES: [(&str, &str, &str); 2] = [
+pub const INDEXES: [(&str, &str, &str); 3] = [
     (
         PENDING_APPROVALS_INDEX,
         APPROVAL_QUEUE,
         APPROVAL_REQUESTED_AT,
     ),
     (OPEN_INCIDENTS_INDEX, INCIDENT_QUEUE, INCIDENT_SINCE),
+    (CREATED_INDEX, CREATED_SHARD, CREATED_AT),
 ];
 
 fn key(name: &str, key_type: KeyType) -> Result<KeySchemaElement, StoreError> {
