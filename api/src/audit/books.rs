@@ -25,6 +25,13 @@ const PAGE: u32 = 500;
 /// the few unfinished orders not among them are looked up one by one.
 const LOOKUPS_IN_FLIGHT: usize = 8;
 
+/// How much earlier than a window's orders its charges, refunds and reservations are listed
+/// from: each is made after its order, but by another clock (another replica's, the
+/// provider's, which Stripe keeps in whole seconds), so one made a moment after an order at
+/// the window's edge may carry a time a moment before it. Those of orders outside the window
+/// are dropped after listing.
+const CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(10);
+
 /// Where the books are read.
 #[derive(Clone)]
 pub struct Sources {
@@ -77,8 +84,8 @@ pub enum Scope {
     #[default]
     Whole,
     /// The orders created at or after a moment and what was made for them: their charges,
-    /// refunds and reservations, each made after its order, so each listed by the same
-    /// moment (charges and refunds of older orders are left out). Every SKU's stock, checked
+    /// refunds and reservations, each made after its order, so each listed from the same
+    /// moment (a few minutes before it, `CLOCK_SKEW`; those of older orders are left out). Every SKU's stock, checked
     /// for conservation only: its counts against its reservations need every reservation,
     /// which a whole collection reads. What it reads grows with the orders of the window, not
     /// with the history: the repair loop's frequent passes (`crate::repair`).
@@ -138,13 +145,18 @@ impl Books {
     /// the reads).
     pub async fn collect(sources: &Sources, scope: Scope) -> Result<Books, AuditError> {
         let since = scope.since();
+        let made_since = since.map(|at| at - CLOCK_SKEW);
         let payments = sources.ports.payments.as_ref();
         let mut refunds = all("refunds", |after| async move {
-            payments.list_refunds(since, after.as_deref(), PAGE).await
+            payments
+                .list_refunds(made_since, after.as_deref(), PAGE)
+                .await
         })
         .await?;
         let mut charges = all("charges", |after| async move {
-            payments.list_charges(since, after.as_deref(), PAGE).await
+            payments
+                .list_charges(made_since, after.as_deref(), PAGE)
+                .await
         })
         .await?;
         let orders = sources.ports.orders.as_ref();
@@ -165,7 +177,7 @@ impl Books {
         .await?;
         let mut reservations = all("reservations", |after| async move {
             inventory
-                .list_reservations(since, after.as_deref(), PAGE)
+                .list_reservations(made_since, after.as_deref(), PAGE)
                 .await
         })
         .await?;

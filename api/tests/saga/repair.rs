@@ -235,6 +235,67 @@ async fn a_pass_over_a_recent_window_repairs_its_orders_and_leaves_older_ones_to
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_window_pass_sees_the_charge_of_an_order_at_its_edge_timed_by_a_clock_behind_the_orders()
+{
+    let mut saga = Saga::default().await;
+    saga.stop_workers().await;
+    saga.stock("book", 5).await;
+    // The order's replica's clock runs a second ahead of the provider's: the order is created
+    // just inside the window, its charge (made after it) carries a time just before the window.
+    let request = small("o-edge", "book", "pm_card_visa");
+    let items = request
+        .items
+        .iter()
+        .map(|l| store::LineItem {
+            sku: l.sku.clone(),
+            quantity: l.quantity,
+            unit_price_cents: super::harness::catalog_cents(&l.sku),
+        })
+        .collect();
+    let mut new = saga.intake.new_order(request, items, "shop").unwrap();
+    let charged = saga
+        .ports
+        .payments
+        .charge(&ChargeRequest {
+            idempotency_key: new.order_id.charge_key(),
+            order_id: new.order_id.clone(),
+            amount_cents: new.amount_cents,
+            currency: new.currency.clone(),
+            payment_method: new.payment_method.clone(),
+        })
+        .await
+        .unwrap();
+    let since = charged.created_at + chrono::Duration::milliseconds(500);
+    new.created_at = charged.created_at + chrono::Duration::seconds(1);
+    let arn = saga.workflow.execution_arn("o-edge");
+    let Created::New(order) = saga
+        .ports
+        .orders
+        .create_with_execution(new, &arn)
+        .await
+        .unwrap()
+    else {
+        panic!("stored before")
+    };
+    // The compensation's lookup missed the charge: the order ended CANCELLED with it.
+    saga.ports
+        .orders
+        .advance(order.id(), OrderStatus::Cancelled, Some(failure()))
+        .await
+        .unwrap();
+
+    let (reconciler, _) = reconciler(&saga, Duration::ZERO);
+    let recent = reconciler.pass(Scope::Since(since)).await.unwrap();
+    assert_eq!(recent.audit.orders, 1, "{recent:?}");
+    assert_eq!(
+        kinds(&recent),
+        [RepairKind::RefundedLateCharge],
+        "{recent:?}"
+    );
+    assert!(recent.repairs[0].what.contains(&charged.charge_id));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn stock_a_cancelled_order_holds_is_released_and_a_completed_ones_marked_shipped() {
     let mut saga = Saga::default().await;
     saga.stop_workers().await;
