@@ -85,9 +85,9 @@ pub enum Scope {
     Whole,
     /// The orders created at or after a moment and what was made for them: their charges,
     /// refunds and reservations, each made after its order, so each listed from the same
-    /// moment (a few minutes before it, `CLOCK_SKEW`; those of older orders are left out). Every SKU's stock, checked
-    /// for conservation only: its counts against its reservations need every reservation,
-    /// which a whole collection reads. What it reads grows with the orders of the window, not
+    /// moment (a few minutes before it, `CLOCK_SKEW`; those of older orders are left out).
+    /// Every SKU's stock, checked for conservation only: its counts against its reservations
+    /// need every reservation, which a whole collection reads. What it reads grows with the orders of the window, not
     /// with the history: the repair loop's frequent passes (`crate::repair`).
     Since(DateTime<Utc>),
 }
