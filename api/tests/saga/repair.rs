@@ -64,8 +64,8 @@ fn counted(metrics: &Metrics, kind: &str) -> String {
         .to_owned()
 }
 
-/// An order stored with its ARN and never started, as a crash between the two leaves it.
-async fn stored_not_started(saga: &Saga, id: &str) -> Order {
+/// A small order of one book at the catalog's price, as intake makes it, not stored yet.
+fn new_order(saga: &Saga, id: &str) -> store::NewOrder {
     let request = small(id, "book", "pm_card_visa");
     let items = request
         .items
@@ -76,8 +76,12 @@ async fn stored_not_started(saga: &Saga, id: &str) -> Order {
             unit_price_cents: super::harness::catalog_cents(&l.sku),
         })
         .collect();
-    let new = saga.intake.new_order(request, items, "shop").unwrap();
-    let arn = saga.workflow.execution_arn(id);
+    saga.intake.new_order(request, items, "shop").unwrap()
+}
+
+/// `new` stored with its ARN and never started, as a crash between the two leaves it.
+async fn stored(saga: &Saga, new: store::NewOrder) -> Order {
+    let arn = saga.workflow.execution_arn(new.order_id.as_str());
     let Created::New(order) = saga
         .ports
         .orders
@@ -88,6 +92,11 @@ async fn stored_not_started(saga: &Saga, id: &str) -> Order {
         panic!("stored before")
     };
     order
+}
+
+/// An order stored with its ARN and never started.
+async fn stored_not_started(saga: &Saga, id: &str) -> Order {
+    stored(saga, new_order(saga, id)).await
 }
 
 /// The order's charge at the provider, made as the charge step makes it.
@@ -242,17 +251,7 @@ async fn a_window_pass_sees_the_charge_of_an_order_at_its_edge_timed_by_a_clock_
     saga.stock("book", 5).await;
     // The order's replica's clock runs a second ahead of the provider's: the order is created
     // just inside the window, its charge (made after it) carries a time just before the window.
-    let request = small("o-edge", "book", "pm_card_visa");
-    let items = request
-        .items
-        .iter()
-        .map(|l| store::LineItem {
-            sku: l.sku.clone(),
-            quantity: l.quantity,
-            unit_price_cents: super::harness::catalog_cents(&l.sku),
-        })
-        .collect();
-    let mut new = saga.intake.new_order(request, items, "shop").unwrap();
+    let mut new = new_order(&saga, "o-edge");
     let charged = saga
         .ports
         .payments
@@ -267,16 +266,7 @@ async fn a_window_pass_sees_the_charge_of_an_order_at_its_edge_timed_by_a_clock_
         .unwrap();
     let since = charged.created_at + chrono::Duration::milliseconds(500);
     new.created_at = charged.created_at + chrono::Duration::seconds(1);
-    let arn = saga.workflow.execution_arn("o-edge");
-    let Created::New(order) = saga
-        .ports
-        .orders
-        .create_with_execution(new, &arn)
-        .await
-        .unwrap()
-    else {
-        panic!("stored before")
-    };
+    let order = stored(&saga, new).await;
     // The compensation's lookup missed the charge: the order ended CANCELLED with it.
     saga.ports
         .orders
