@@ -245,7 +245,7 @@ impl<'i, 's> Run<'i, 's> {
 
     /// Evaluates `f` with a scope whose `$` is `input`, for frame `id`.
     pub fn with_scope<T>(&self, id: u64, input: &Value, f: impl FnOnce(&Scope) -> T) -> T {
-        let context = self.context(id, None, None);
+        let context = data::LazyContext::new(|| self.context(id, None, None));
         let frame = self.frame(id);
         let scope = Scope {
             input,

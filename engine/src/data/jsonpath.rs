@@ -132,7 +132,7 @@ fn lookup(path: &str, scope: &Scope) -> Result<Result<Value, String>, DataError>
     let parsed = parse::parse(path).map_err(DataError::runtime)?;
     let root = match &parsed.root {
         Root::Input => scope.input,
-        Root::Context => scope.context,
+        Root::Context => scope.context.value(),
         Root::Variable(name) => match scope.variables.get(name) {
             Some(value) => value,
             None => return Ok(Err(format!("Variable '{name}' is not defined"))),

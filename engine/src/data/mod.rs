@@ -12,16 +12,59 @@ use random::Randomness;
 use serde_json::{Map, Value};
 
 /// What a path can see while a state runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Scope<'a> {
     /// `$`: the value the path is applied to (state input, effective input, result, …).
     pub input: &'a Value,
-    /// `$$`: the context object.
-    pub context: &'a Value,
+    /// `$$`: the context object (a [`Value`], or a [`LazyContext`] built on first use).
+    pub context: &'a dyn ContextObject,
     /// JSONPath variables visible to the state (`$name`), innermost scope already merged in.
     pub variables: &'a Map<String, Value>,
     /// Where `States.UUID` and an unseeded `States.MathRandom` draw from.
     pub random: &'a Randomness,
+}
+
+impl std::fmt::Debug for Scope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("input", self.input)
+            .field("variables", self.variables)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The context object (`$$`) as a path reads it.
+pub trait ContextObject {
+    fn value(&self) -> &Value;
+}
+
+impl ContextObject for Value {
+    fn value(&self) -> &Value {
+        self
+    }
+}
+
+/// A context object built the first time a path reads it. Most paths never do, and building
+/// one copies the execution's input, which made it a measurable part of every transition
+/// (BENCHMARKS.md).
+pub struct LazyContext<F> {
+    built: std::cell::OnceCell<Value>,
+    build: F,
+}
+
+impl<F: Fn() -> Value> LazyContext<F> {
+    pub fn new(build: F) -> Self {
+        LazyContext {
+            built: std::cell::OnceCell::new(),
+            build,
+        }
+    }
+}
+
+impl<F: Fn() -> Value> ContextObject for LazyContext<F> {
+    fn value(&self) -> &Value {
+        self.built.get_or_init(&self.build)
+    }
 }
 
 /// A data-flow failure. `error` is an AWS error name (`States.Runtime`,
@@ -84,5 +127,46 @@ pub fn eval_expression(expr: &str, field: &str, scope: &Scope) -> Result<Value, 
         intrinsics::eval(expr, scope)
     } else {
         jsonpath::select_for_field(expr, field, scope)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::cell::Cell;
+
+    #[test]
+    fn the_context_object_is_built_only_when_a_path_reads_it_and_then_once() {
+        let builds = Cell::new(0);
+        let context = LazyContext::new(|| {
+            builds.set(builds.get() + 1);
+            json!({"Execution": {"Name": "order-1"}})
+        });
+        let input = json!({"sku": "A"});
+        let variables = Map::new();
+        let random = Randomness::new(random::Seed::from_u64(0));
+        let scope = Scope {
+            input: &input,
+            context: &context,
+            variables: &variables,
+            random: &random,
+        };
+
+        assert_eq!(
+            jsonpath::select_for_field("$.sku", "sku", &scope).unwrap(),
+            json!("A")
+        );
+        assert_eq!(builds.get(), 0, "a path over `$` builds no context");
+
+        for _ in 0..2 {
+            let name = jsonpath::select_for_field("$$.Execution.Name", "name", &scope).unwrap();
+            assert_eq!(name, json!("order-1"));
+        }
+        assert_eq!(
+            builds.get(),
+            1,
+            "built on the first read of `$$`, then kept"
+        );
     }
 }

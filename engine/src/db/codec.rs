@@ -20,8 +20,9 @@ use std::io;
 use std::sync::mpsc;
 
 const MARK: u8 = 0;
-/// zstd's level: 3, its default; a level beyond gains little on values this small.
-const LEVEL: i32 = 3;
+/// zstd's level: 1. On the saga's history values (~84 bytes each) with the trained dictionary it
+/// packs as well as its default, 3 (36 % of the bytes stay with either), and costs the writer less.
+const LEVEL: i32 = 1;
 /// The dictionary's size at most (a larger one gained nothing on the saga's values).
 const DICTIONARY_BYTES: usize = 16 * 1024;
 /// A value larger than this is not a sample (it would crowd out the typical small ones).

@@ -114,7 +114,7 @@ pub fn run(run: &mut Run, id: u64, state: &State, spec: &MapSpec) -> Result<(), 
         inputs.push(match &spec.item_selector {
             None => item.clone(),
             Some(template) => {
-                let context = run.context(id, None, Some((index, item)));
+                let context = data::LazyContext::new(|| run.context(id, None, Some((index, item))));
                 let frame = run.frame(id);
                 let scope = Scope {
                     input: &effective,

@@ -164,7 +164,7 @@ fn parameters_input_with_token(
     match &state.parameters {
         None => Ok(effective),
         Some(template) => {
-            let context = run.context(id, Some(token), None);
+            let context = crate::data::LazyContext::new(|| run.context(id, Some(token), None));
             let frame = run.frame(id);
             let scope = crate::data::Scope {
                 input: &effective,
