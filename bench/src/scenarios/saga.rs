@@ -21,6 +21,7 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     let mut service = Service::start(ctx.backend, &[], 1_000_000_000).await?;
     let addr = service.addr();
     let window = Window::open(&service).await;
+    let cpu_before = service.cpu_time();
 
     let accepted: Arc<Mutex<Vec<Option<DateTime<Utc>>>>> =
         Arc::new(Mutex::new(vec![None; n as usize]));
@@ -63,6 +64,10 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
         .await_all(&ids, is_terminal, Some(n), deadline)
         .await?;
     let elapsed = finished - t0;
+    let cpu = match (cpu_before, service.cpu_time()) {
+        (Some(before), Some(after)) => after.per(&before, n, "saga"),
+        _ => String::new(),
+    };
     let mut engine_figures = Vec::new();
     let counters = window.close(&service, ctx, &mut engine_figures).await;
     let views = service.views(&ids).await?;
@@ -90,7 +95,7 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     Ok(Report {
         summary: format!(
             "{rate:.0} sagas/s, 202-to-COMPLETED p50 {} p99 {} ({n} orders in {:.2} s, {how}; \
-             latency of {}){counters}",
+             latency of {}){cpu}{counters}",
             ms(l.quantile(0.5)),
             ms(l.quantile(0.99)),
             elapsed.as_secs_f64(),
