@@ -10,6 +10,7 @@ use crate::sfn::ExecutionStatus;
 use codec::Codec;
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
+use std::fmt::Write as _;
 use std::path::Path;
 
 pub type Result<T> = std::result::Result<T, rusqlite::Error>;
@@ -944,13 +945,15 @@ impl Store {
                     Some(d) => self.share_payloads(exec_id, d, &mut stored)?,
                     None => String::new(),
                 };
-                lines.push_str(&format!(
-                    "{}\t{}\t{}\t{}\t{details}\n",
+                // Writing to a String cannot fail.
+                let _ = writeln!(
+                    lines,
+                    "{}\t{}\t{}\t{}\t{details}",
                     e.id,
                     e.previous_event_id,
                     e.timestamp.timestamp_millis(),
                     stored_event_type(&e.event_type),
-                ));
+                );
             }
             Some(lines)
         };
