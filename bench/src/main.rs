@@ -8,6 +8,7 @@
 mod aws;
 mod load;
 mod metrics;
+mod peers;
 mod report;
 mod scenarios;
 mod service;
@@ -31,6 +32,24 @@ enum Scenario {
     Fsync,
     Quota,
     Soak,
+    Peers,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PeerName {
+    Fulfillment,
+    Restate,
+    Temporal,
+}
+
+impl PeerName {
+    fn kind(self) -> peers::Kind {
+        match self {
+            PeerName::Fulfillment => peers::Kind::Ours,
+            PeerName::Restate => peers::Kind::Restate,
+            PeerName::Temporal => peers::Kind::Temporal,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -102,6 +121,26 @@ struct Cli {
     /// window; small orders live seconds, as the retention is shortened for the run)
     #[arg(long, env = "BENCH_SOAK_REPAIR_WINDOW_SECS", default_value_t = 120)]
     soak_repair_window_secs: u64,
+    /// peers: small orders of the closed loop, on each system.
+    #[arg(long, env = "BENCH_PEERS_ORDERS", default_value_t = 20_000)]
+    peers_orders: u64,
+    /// peers: orders parked for approval, on each system.
+    #[arg(long, env = "BENCH_PEERS_PARKED", default_value_t = 100_000)]
+    peers_parked: u64,
+    /// peers: orders in flight at the SIGKILL, on each system.
+    #[arg(long, env = "BENCH_PEERS_RECOVERY", default_value_t = 10_000)]
+    peers_recovery: u64,
+    /// peers: Temporal's counts are divided by this (its dev server is ~100 times slower here).
+    #[arg(long, env = "BENCH_PEERS_TEMPORAL_DIVISOR", default_value_t = 10)]
+    peers_temporal_divisor: u64,
+    /// peers: which systems (fulfillment, restate, temporal).
+    #[arg(
+        long,
+        env = "BENCH_PEERS",
+        value_delimiter = ',',
+        default_value = "fulfillment,restate,temporal"
+    )]
+    peers: Vec<PeerName>,
     /// The AWS side runs the counts and rates divided by this.
     #[arg(long, env = "BENCH_AWS_DIVISOR", default_value_t = 10)]
     aws_divisor: u64,
@@ -158,7 +197,7 @@ fn main() -> Result<()> {
         .block_on(run(cli))
 }
 
-const ALL: [(Scenario, &str); 7] = [
+const ALL: [(Scenario, &str); 8] = [
     (Scenario::Fsync, "fsync"),
     (Scenario::Accept, "accept"),
     (Scenario::Saga, "saga"),
@@ -166,6 +205,7 @@ const ALL: [(Scenario, &str); 7] = [
     (Scenario::Recovery, "recovery"),
     (Scenario::Quota, "quota"),
     (Scenario::Soak, "soak"),
+    (Scenario::Peers, "peers"),
 ];
 
 async fn run(cli: Cli) -> Result<()> {
@@ -256,6 +296,21 @@ async fn run(cli: Cli) -> Result<()> {
             failed |= result.is_err();
             continue;
         }
+        if scenario == Scenario::Peers {
+            // Its own table: the systems side by side, not the backends.
+            let sizes = peers::run::PeerSizes {
+                orders: cli.peers_orders,
+                connections: cli.connections,
+                accept_rates: cli.accept_rates.clone(),
+                accept_secs: cli.accept_secs,
+                parked: cli.peers_parked,
+                recovery: cli.peers_recovery,
+                timeout: Duration::from_secs(cli.timeout_secs),
+            };
+            let kinds: Vec<peers::Kind> = cli.peers.iter().map(|p| p.kind()).collect();
+            failed |= !peers::bench(&kinds, &sizes, cli.peers_temporal_divisor, &run_id).await;
+            continue;
+        }
         let embedded = if backends != Backends::Aws {
             eprintln!("bench {name}: embedded …");
             Some(one(scenario, ctx(Backend::Embedded), None).await)
@@ -296,7 +351,11 @@ async fn one(scenario: Scenario, ctx: Ctx, limit: Option<Duration>) -> Result<Re
             Scenario::Saga => scenarios::saga::run(&ctx).await,
             Scenario::Parked => scenarios::parked::run(&ctx).await,
             Scenario::Recovery => scenarios::recovery::run(&ctx).await,
-            Scenario::Fsync | Scenario::Quota | Scenario::Soak | Scenario::All => {
+            Scenario::Fsync
+            | Scenario::Quota
+            | Scenario::Soak
+            | Scenario::Peers
+            | Scenario::All => {
                 unreachable!("not a backend's scenario")
             }
         }

@@ -485,7 +485,7 @@ impl CpuTime {
 
 /// utime + stime of a `/proc/…/stat` line (fields 14 and 15; the name before them may hold
 /// spaces, so fields are counted from its closing parenthesis).
-fn stat_cpu(stat: &str) -> Option<Duration> {
+pub fn stat_cpu(stat: &str) -> Option<Duration> {
     let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
     let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     // SAFETY: sysconf reads a constant of the system; it has no preconditions.

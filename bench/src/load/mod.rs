@@ -30,6 +30,8 @@ pub struct Spec {
     pub path: String,
     pub token: Option<Arc<str>>,
     pub body: Option<Bytes>,
+    /// More headers (e.g. the `accept` a peer's admin API needs).
+    pub headers: Vec<(&'static str, &'static str)>,
 }
 
 impl Spec {
@@ -39,6 +41,7 @@ impl Spec {
             path: path.into(),
             token: None,
             body: None,
+            headers: Vec::new(),
         }
     }
 
@@ -48,7 +51,13 @@ impl Spec {
             path: path.into(),
             token: None,
             body: Some(body.into()),
+            headers: Vec::new(),
         }
+    }
+
+    pub fn header(mut self, name: &'static str, value: &'static str) -> Spec {
+        self.headers.push((name, value));
+        self
     }
 
     /// With a bearer key (the operator token the bench starts the service with).
@@ -67,6 +76,9 @@ impl Spec {
         }
         if self.body.is_some() {
             builder = builder.header("content-type", "application/json");
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(*name, *value);
         }
         builder
             .body(Full::new(self.body.clone().unwrap_or_default()))

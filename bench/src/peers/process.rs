@@ -1,0 +1,125 @@
+//! A peer's server process: started with its output in a log file of the run's directory,
+//! measured through `/proc` (CPU, RSS), stopped with SIGTERM or killed with SIGKILL, and
+//! killed when dropped so that a failed run leaves nothing behind.
+
+use anyhow::{Context, Result, bail};
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process of the bench.
+pub struct Proc {
+    pub name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `cmd` with stdout and stderr appended to `<dir>/<name>.log`.
+    pub fn spawn(name: &'static str, mut cmd: Command, dir: &Path) -> Result<Proc> {
+        let log = dir.join(format!("{name}.log"));
+        let out = File::options().create(true).append(true).open(&log)?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {name}: {cmd:?}"))?;
+        Ok(Proc { name, child, log })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// CPU time (user + system) of the process, its ended threads included.
+    pub fn cpu(&self) -> Duration {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .ok()
+            .and_then(|s| crate::service::stat_cpu(&s))
+            .unwrap_or_default()
+    }
+
+    /// Resident set (VmRSS), bytes; 0 once it has exited.
+    pub fn rss(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    }
+
+    /// Fails with the log's last lines when the process has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("{} exited ({status}): {}", self.name, self.log_tail());
+        }
+        Ok(())
+    }
+
+    /// The last lines of its log, for error messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n")
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    pub fn stop(mut self, grace: Duration) {
+        // SAFETY: kill(2) on our own child's pid, which it keeps until waited for.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGKILL: a crash.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A loopback port free at the time of asking (the peers take their ports as settings).
+pub fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Bytes of every file under `dir`.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
