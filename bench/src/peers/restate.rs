@@ -19,8 +19,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub const SETTINGS: &str = "restate-server 1.7.12 (single node, its own log and RocksDB \
-     partition store, defaults), our saga on the Rust SDK restate-sdk 0.13; the steps' records in \
+pub const SETTINGS: &str = "restate-server 1.7.12 (single node, one partition per core, \
+     its own log and RocksDB partition store with their defaults: every append fsynced before it \
+     is acknowledged), our saga on the Rust SDK restate-sdk 0.13; the steps' records in \
      the virtual objects' state";
 
 const READY_WITHIN: Duration = Duration::from_secs(60);
@@ -114,6 +115,10 @@ impl Restate {
             .env("RESTATE_BIND_ADDRESS", bind(self.ports.node))
             .env("RESTATE_LISTEN_MODE", "tcp")
             .env("RESTATE_NODE_NAME", "bench")
+            // Its default, 24 partitions, is made for scaling out over nodes; one per core is
+            // its best here (3,000 small sagas: 24 → 378 sagas/s, 8 → 470, 4 → 494, 2 → 521,
+            // with accept p50 at 500/s 59 → 18 ms). Read at the first start only.
+            .env("RESTATE_DEFAULT_NUM_PARTITIONS", cores().to_string())
             .env("RESTATE_DISABLE_TELEMETRY", "true")
             .env("RESTATE_LOG_FILTER", "warn")
             .args(["--no-logo", "--log-format", "compact"])
@@ -157,6 +162,10 @@ impl Restate {
         let answer = self.admin.json(&spec).await?;
         Ok(answer["rows"].as_array().cloned().unwrap_or_default())
     }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// A state value as the admin SQL shows it (JSON text), parsed.
