@@ -706,8 +706,8 @@ pub struct ServeArgs {
     /// ACCEPTED, refunds late charges of CANCELLED orders, releases stock held by finished
     /// ones and reports what it may not fix; the first pass comes a few seconds after the
     /// start. One replica at a time on AWS (a lease in the table). `0` or `off` turns it off,
-    /// and with it the start of orders a crash left ACCEPTED (a retry of their POST still
-    /// starts them).
+    /// and with it, on AWS, the start of orders a crash left ACCEPTED (a retry of their POST
+    /// still starts them; the embedded backend queues them again at every start).
     #[arg(
         long,
         env = "FULFILLMENT_REPAIR_INTERVAL",

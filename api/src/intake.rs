@@ -151,21 +151,7 @@ impl OrderIntake {
         let hash = new.body_hash.clone();
         let arn = self.workflow.execution_arn(new.order_id.as_str());
         match self.orders.create_with_execution(new, &arn).await? {
-            Created::New(order) => {
-                let queued = self.queue.as_ref().is_some_and(|queue| {
-                    queue
-                        .offer(Queued::new(
-                            order.id().clone(),
-                            &self.saga_input(&order.new).to_json(),
-                        ))
-                        .is_ok()
-                });
-                if queued {
-                    Ok(Placed::Accepted(order))
-                } else {
-                    Ok(Placed::Accepted(self.start(order).await?))
-                }
-            }
+            Created::New(order) => Ok(Placed::Accepted(self.queue_or_start(order).await?)),
             Created::Existing(order) => self.repeated(order, owner, &hash).await,
         }
     }
@@ -181,6 +167,24 @@ impl OrderIntake {
             Ok(Placed::Replayed(self.start(order).await?))
         } else {
             Ok(Placed::Replayed(order))
+        }
+    }
+
+    /// Queues the start of a stored order's execution, or starts it now when there is no
+    /// queue or the queue is full.
+    pub async fn queue_or_start(&self, order: Order) -> Result<Order, IntakeError> {
+        let queued = self.queue.as_ref().is_some_and(|queue| {
+            queue
+                .offer(Queued::new(
+                    order.id().clone(),
+                    &self.saga_input(&order.new).to_json(),
+                ))
+                .is_ok()
+        });
+        if queued {
+            Ok(order)
+        } else {
+            self.start(order).await
         }
     }
 

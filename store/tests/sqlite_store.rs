@@ -155,22 +155,53 @@ async fn a_read_only_store_reads_a_file_no_one_has_open() {
 }
 
 #[tokio::test]
-async fn accepted_order_ids_are_the_orders_no_step_has_moved_oldest_first() {
+async fn accepted_orders_page_through_the_unstarted_orders_alone_in_the_order_they_were_stored() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-    let ids: Vec<_> = (0..3).map(|i| order_id(&format!("queued-{i}"))).collect();
-    for (i, id) in ids.iter().enumerate() {
-        let mut order = new_order(id);
-        // Created out of id order: the listing follows creation, not the key.
-        order.created_at = chrono::Utc::now() - chrono::TimeDelta::seconds(10 - i as i64);
-        store.create(order).await.unwrap();
+    let ids: Vec<_> = (0..7).map(|i| order_id(&format!("queued-{i}"))).collect();
+    for id in &ids {
+        store.create(new_order(id)).await.unwrap();
     }
-    store
-        .advance(&ids[1], OrderStatus::Reserved, None)
-        .await
+    // Started, and on: no longer what a start queue held.
+    for moved in [&ids[1], &ids[4]] {
+        store
+            .advance(moved, OrderStatus::Reserved, None)
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let page = store.accepted_orders(after.as_deref(), 2).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items.iter().map(|o| o.id().clone()));
+        assert!(page.items.iter().all(|o| o.status == OrderStatus::Accepted));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    let expected: Vec<_> = [0, 2, 3, 5, 6].iter().map(|&i| ids[i].clone()).collect();
+    assert_eq!(seen, expected);
+    assert_eq!(pages, 3, "two full pages and a last one");
+    // The plan reads the status index, not the whole table.
+    let conn = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT order_id FROM orders WHERE status = 'ACCEPTED' \
+             AND approval_requested_at IS NULL AND rowid > 0 ORDER BY rowid LIMIT 2",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(
-        store.accepted_order_ids().await.unwrap(),
-        vec![ids[0].clone(), ids[2].clone()]
+    assert!(
+        plan.iter()
+            .any(|p| p.contains("orders_by_status_requested"))
+            && !plan.iter().any(|p| p.contains("TEMP B-TREE")),
+        "{plan:?}"
     );
 }

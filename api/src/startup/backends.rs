@@ -206,6 +206,7 @@ pub(super) async fn open_embedded(
         sampled,
         engine: Some(engine),
         start_queue: true,
+        requeue_from: Some(store.clone()),
         lease_table: None,
         keys: Arc::new(store),
     })
@@ -350,6 +351,7 @@ pub(super) async fn open_aws(
         engine: None,
         sampled,
         start_queue: false,
+        requeue_from: None,
         lease_table: Some(store.clone()),
         keys: Arc::new(store),
     })

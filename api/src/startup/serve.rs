@@ -205,6 +205,10 @@ pub(super) struct Opened {
     /// stateless, so a request starts its order's execution itself; Step Functions holds it
     /// from then on). Either way the repair loop starts what a crash left unstarted.
     pub(super) start_queue: bool,
+    /// Embedded: the store whose orders still `ACCEPTED` at the start (what the last process's
+    /// start queue held when it stopped) are queued again at once ([`requeue_accepted`]),
+    /// rather than left to the repair loop's first pass.
+    pub(super) requeue_from: Option<SqliteStore>,
     /// AWS: the table that holds the repair loop's lease, shared by the replicas. Embedded:
     /// `None`, one process owns the backend and always holds the lease ([`Unshared`]).
     pub(super) lease_table: Option<DynamoStore>,
@@ -280,6 +284,7 @@ impl Service {
             engine,
             mut sampled,
             start_queue,
+            requeue_from,
             lease_table,
             keys: _,
         } = opened;
@@ -323,6 +328,9 @@ impl Service {
             settings: settings.saga.clone(),
             queue,
         });
+        if let Some(store) = requeue_from {
+            tokio::spawn(requeue_accepted(store, intake.clone(), opened_at));
+        }
         let sole_owner_since = lease_table.is_none().then_some(opened_at);
         let repair = settings.repair.interval.map(|interval| {
             let lease: Arc<dyn Lease> = match lease_table {
@@ -430,5 +438,55 @@ impl Service {
         drop(background);
         tracing::info!("bye");
         Ok(())
+    }
+}
+
+/// Orders a page of requeueing reads at a time.
+const REQUEUE_PAGE: u32 = 500;
+
+/// Queues again the start of every order stored before `opened_at` and still `ACCEPTED`: what
+/// the last process's start queue held when it stopped (a crash, or a stop with a backlog).
+/// Without it they would wait for the repair loop's first pass, which reads the whole books
+/// and starts them one at a time. Starts are idempotent by the order id, so an order started
+/// meanwhile (a client's retry) is only found started. A failure leaves the rest to the
+/// repair loop, as before.
+async fn requeue_accepted(
+    store: SqliteStore,
+    intake: Arc<OrderIntake>,
+    opened_at: chrono::DateTime<chrono::Utc>,
+) {
+    let mut after: Option<String> = None;
+    let mut queued = 0u64;
+    loop {
+        let page = match store.accepted_orders(after.as_deref(), REQUEUE_PAGE).await {
+            Ok(page) => page,
+            Err(e) => {
+                tracing::warn!(error = %e, queued, "requeueing the accepted orders stopped; the repair loop starts the rest");
+                return;
+            }
+        };
+        for order in page.items {
+            if order.new.created_at >= opened_at {
+                // This process's own: its POST queued it.
+                continue;
+            }
+            let id = order.id().clone();
+            match intake.queue_or_start(order).await {
+                Ok(_) => queued += 1,
+                Err(e) => {
+                    tracing::warn!(order_id = %id, error = %e, "not requeued; the repair loop starts it")
+                }
+            }
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    if queued > 0 {
+        tracing::info!(
+            orders = queued,
+            "orders accepted but not started when the last process stopped are queued again"
+        );
     }
 }

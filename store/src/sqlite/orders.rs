@@ -214,26 +214,6 @@ async fn insert(
         .await
 }
 
-impl SqliteStore {
-    /// The ids of every order still `ACCEPTED`: none of its saga's steps has run, so its
-    /// execution may never have been started (the embedded service's start queue is in memory
-    /// and re-fills from this at start). Oldest first, by the status index.
-    pub async fn accepted_order_ids(&self) -> Result<Vec<OrderId>, StoreError> {
-        self.scan(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT order_id FROM orders \
-                 WHERE status = ?1 ORDER BY created_at, order_id",
-            )?;
-            let rows = stmt.query_map([OrderStatus::Accepted.as_str()], |r| {
-                let id: String = r.get(0)?;
-                OrderId::parse(&id).map_err(|e| super::bad_column(0, e))
-            })?;
-            Ok(rows.collect::<Result<Vec<_>, _>>()?)
-        })
-        .await
-    }
-}
-
 #[async_trait]
 impl OrderRepository for SqliteStore {
     async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
@@ -587,6 +567,34 @@ impl OrderRepository for SqliteStore {
             ORDERS.page(conn, since, after.as_deref(), limit, order_from_row, |o| {
                 (o.new.created_at, o.id().as_str().to_owned())
             })
+        })
+        .await
+    }
+}
+
+impl SqliteStore {
+    /// Orders still `ACCEPTED` (stored, their execution never started), a page of at most
+    /// `limit` after the cursor `after` (the last page's `next`), in the order they were
+    /// stored. On the embedded backend these are what its start queue held when its process
+    /// stopped, which the next process queues again at its start. Reads the status index
+    /// (`status`, then `approval_requested_at`, always NULL while `ACCEPTED`, then the rowid),
+    /// so a page costs its own rows whatever the size of the books.
+    pub async fn accepted_orders(
+        &self,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let after = after.map(str::to_owned);
+        self.scan(move |conn| {
+            let items = conn
+                .prepare_cached(&format!(
+                    "{SELECT_ORDER} WHERE status = 'ACCEPTED' AND approval_requested_at IS NULL \
+                     AND rowid > COALESCE((SELECT rowid FROM orders WHERE order_id = ?1), 0) \
+                     ORDER BY rowid LIMIT ?2"
+                ))?
+                .query_map(params![after, limit], order_from_row)?
+                .collect::<rusqlite::Result<Vec<Order>>>()?;
+            Ok(Page::keyed(items, limit, |o| o.id().as_str().to_owned()))
         })
         .await
     }
