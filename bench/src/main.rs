@@ -1,8 +1,9 @@
 //! `bench`: load benchmarks of the real `fulfillment` binary on loopback — accept latency and
 //! saturation, saga throughput, parked orders, crash recovery and the disk's fsync rate — on
 //! the embedded backend and on AWS emulators (fakecloud + moto) side by side; and the AWS
-//! backend's calls per API beside AWS's quotas (`quota`, against `fulfillment engine` + moto); and a soak
-//! of many orders with a short retention (`soak`). Each scenario
+//! backend's calls per API beside AWS's quotas (`quota`, against `fulfillment engine` + moto); a soak
+//! of many orders with a short retention (`soak`); and the same saga on Restate and Temporal
+//! beside ours (`peers`, [`peers`]). Each scenario
 //! prints one `bench <scenario>: …` line on stdout; progress goes to stderr.
 
 mod aws;

@@ -100,7 +100,7 @@ pub async fn launch(kind: Kind, threshold: u64) -> Result<Box<dyn Peer>> {
 
 /// Polls `count` until it reaches `n`: the moment it was seen. A count costs the system
 /// measured (a query over its state, which grows with the run), so polls take at most a
-/// quarter of the time: the pause is three times the last count's, 100 ms at least.
+/// tenth of the time: the pause is nine times the last count's, 100 ms at least.
 pub async fn poll_until<F, Fut>(
     what: &str,
     n: u64,
@@ -121,7 +121,7 @@ where
             Instant::now() < deadline,
             "only {reached} of {n} orders {what} in time"
         );
-        tokio::time::sleep((asked.elapsed() * 3).max(Duration::from_millis(100))).await;
+        tokio::time::sleep((asked.elapsed() * 9).max(Duration::from_millis(100))).await;
     }
 }
 
