@@ -124,7 +124,10 @@ impl Restate {
             // workflows take every slot while they wait on calls to the SKU and payment
             // objects, which need slots too, until its inactivity timeout (1 min) suspends
             // them. 20,000 small sagas: 44 sagas/s at the default, 487 with this.
-            .env("RESTATE_WORKER__INVOKER__CONCURRENT_INVOCATIONS_LIMIT", "100000")
+            .env(
+                "RESTATE_WORKER__INVOKER__CONCURRENT_INVOCATIONS_LIMIT",
+                "100000",
+            )
             .env("RESTATE_DISABLE_TELEMETRY", "true")
             .env("RESTATE_LOG_FILTER", "warn")
             .args(["--no-logo", "--log-format", "compact"])
