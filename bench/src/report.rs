@@ -15,6 +15,9 @@ pub struct Row {
 /// How many times better embedded is than AWS on `figure` (> 1: embedded better), whichever
 /// way the figure is better.
 pub fn advantage(embedded: &Figure, aws: &Figure) -> Option<f64> {
+    if !embedded.compared {
+        return None;
+    }
     let (better, worse) = if embedded.higher_is_better {
         (embedded.value, aws.value)
     } else {

@@ -77,6 +77,9 @@ pub struct Figure {
     pub unit: &'static str,
     /// Rates are better higher; latencies, times and sizes lower.
     pub higher_is_better: bool,
+    /// Whether systems are compared on it (no for a fact of the run, such as how many orders
+    /// a crash interrupted).
+    pub compared: bool,
 }
 
 impl Figure {
@@ -86,6 +89,7 @@ impl Figure {
             value,
             unit,
             higher_is_better: true,
+            compared: true,
         }
     }
 
@@ -95,6 +99,15 @@ impl Figure {
             value,
             unit,
             higher_is_better: false,
+            compared: true,
+        }
+    }
+
+    /// A fact of the run, shown but not compared.
+    pub fn fact(name: impl Into<String>, value: f64, unit: &'static str) -> Figure {
+        Figure {
+            compared: false,
+            ..Figure::rate(name, value, unit)
         }
     }
 
