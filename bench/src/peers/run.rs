@@ -304,7 +304,7 @@ async fn recovery(kind: Kind, s: &PeerSizes, run: &str) -> Result<Vec<Figure>> {
     let unfinished = s.recovery - finished.min(s.recovery);
     Ok(vec![
         Figure::cost("SIGKILL: restart to all terminal", secs, "s"),
-        Figure::rate(
+        Figure::fact(
             "SIGKILL: orders unfinished at the kill",
             unfinished as f64,
             "",
