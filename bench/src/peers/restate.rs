@@ -26,6 +26,8 @@ pub const SETTINGS: &str = "restate-server 1.7.12 (single node, one partition pe
      the virtual objects' state";
 
 const READY_WITHIN: Duration = Duration::from_secs(60);
+/// How long a query may keep failing after a restart before it counts as an error.
+const QUERY_SETTLES_WITHIN: Duration = Duration::from_secs(30);
 
 struct Ports {
     ingress: u16,
@@ -168,8 +170,18 @@ impl Restate {
         )
         // Arrow IPC otherwise.
         .header("accept", "application/json");
-        let answer = self.admin.json(&spec).await?;
-        Ok(answer["rows"].as_array().cloned().unwrap_or_default())
+        // Just after a restart a query may still meet a partition whose leader is being
+        // chosen again ("node … was shut down or removed"): asked again for a while.
+        let until = Instant::now() + QUERY_SETTLES_WITHIN;
+        loop {
+            match self.admin.json(&spec).await {
+                Ok(answer) => return Ok(answer["rows"].as_array().cloned().unwrap_or_default()),
+                Err(_) if Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
