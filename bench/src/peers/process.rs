@@ -123,3 +123,49 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         })
         .sum()
 }
+
+/// The processes of one system, in the order they were started.
+#[derive(Default)]
+pub struct Procs(Vec<Proc>);
+
+impl Procs {
+    pub fn push(&mut self, p: Proc) {
+        self.0.push(p);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Each one's CPU time so far (name, time).
+    pub fn cpu(&self) -> Vec<(&'static str, Duration)> {
+        self.0.iter().map(|p| (p.name, p.cpu())).collect()
+    }
+
+    /// Their resident sets together, bytes.
+    pub fn rss(&self) -> u64 {
+        self.0.iter().map(Proc::rss).sum()
+    }
+
+    /// Fails with a log's last lines when one of them has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        self.0.iter_mut().try_for_each(Proc::check_alive)
+    }
+
+    /// SIGTERM to each, the last started first (a front before what it calls), each waited
+    /// for.
+    pub async fn stop(&mut self) {
+        let procs: Vec<Proc> = self.0.drain(..).rev().collect();
+        tokio::task::block_in_place(|| {
+            for p in procs {
+                p.stop(Duration::from_secs(30));
+            }
+        });
+    }
+
+    /// SIGKILL to every one: a crash.
+    pub async fn kill(&mut self) {
+        let procs: Vec<Proc> = self.0.drain(..).collect();
+        tokio::task::block_in_place(|| procs.into_iter().for_each(Proc::kill));
+    }
+}

@@ -126,6 +126,22 @@ impl Records {
         v
     }
 
+    /// The audit of a peer: its summary, or an error with the first violations.
+    pub fn check(&self, expect: &Expect) -> anyhow::Result<String> {
+        let violations = self.violations(expect);
+        anyhow::ensure!(
+            violations.is_empty(),
+            "{} violations: {}",
+            violations.len(),
+            violations[..violations.len().min(10)].join("; ")
+        );
+        Ok(format!(
+            "audit: {} orders ({}), 0 violations",
+            self.orders.len(),
+            self.tally()
+        ))
+    }
+
     /// `COMPLETED×98, CANCELLED×2`.
     pub fn tally(&self) -> String {
         let statuses: Vec<String> = self.orders.values().map(|o| o.status.clone()).collect();

@@ -4,7 +4,7 @@
 //! to Restate's own ingress; the audit reads the objects' state through the admin API's SQL.
 
 use super::install::Installed;
-use super::process::{Proc, dir_bytes, free_port, loopback};
+use super::process::{Proc, Procs, dir_bytes, free_port, loopback};
 use super::records::{Charge, Expect, Records, Reservation, Sku};
 use super::temporal::phase_prefix;
 use super::{Goal, Peer};
@@ -41,7 +41,7 @@ pub struct Restate {
     dir: tempfile::TempDir,
     threshold: u64,
     ports: Ports,
-    procs: Vec<Proc>,
+    procs: Procs,
     ingress: Arc<Pool>,
     admin: Arc<Pool>,
 }
@@ -65,7 +65,7 @@ impl Restate {
             ingress: Pool::new(loopback(ports.ingress), 8),
             admin: Pool::new(loopback(ports.admin), 4),
             ports,
-            procs: Vec::new(),
+            procs: Procs::default(),
         };
         r.start().await?;
         let deployment = Spec::json(
@@ -151,9 +151,7 @@ impl Restate {
             {
                 return Ok(t0.elapsed());
             }
-            for p in &mut self.procs {
-                p.check_alive()?;
-            }
+            self.procs.check_alive()?;
             if Instant::now() >= until {
                 bail!("not ready within {READY_WITHIN:?}");
             }
@@ -300,27 +298,15 @@ impl Peer for Restate {
                  WHERE service_name IN ('Sku', 'Payments', 'OrderSaga')",
             )
             .await?;
-        let records = records(&rows);
-        let violations = records.violations(expect);
-        anyhow::ensure!(
-            violations.is_empty(),
-            "{} violations: {}",
-            violations.len(),
-            violations[..violations.len().min(10)].join("; ")
-        );
-        Ok(format!(
-            "clean: {} orders ({})",
-            records.orders.len(),
-            records.tally()
-        ))
+        records(&rows).check(expect)
     }
 
     fn cpu(&self) -> Vec<(&'static str, Duration)> {
-        self.procs.iter().map(|p| (p.name, p.cpu())).collect()
+        self.procs.cpu()
     }
 
     fn rss(&self) -> u64 {
-        self.procs.iter().map(Proc::rss).sum()
+        self.procs.rss()
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -328,19 +314,12 @@ impl Peer for Restate {
     }
 
     async fn stop(&mut self) -> Result<()> {
-        // The server first (it stops calling the endpoint), then the endpoint.
-        let procs: Vec<Proc> = self.procs.drain(..).rev().collect();
-        tokio::task::block_in_place(|| {
-            for p in procs {
-                p.stop(Duration::from_secs(30));
-            }
-        });
+        self.procs.stop().await;
         Ok(())
     }
 
     async fn kill(&mut self) {
-        let procs: Vec<Proc> = self.procs.drain(..).collect();
-        tokio::task::block_in_place(|| procs.into_iter().for_each(Proc::kill));
+        self.procs.kill().await;
     }
 
     async fn restart(&mut self) -> Result<Duration> {

@@ -5,7 +5,7 @@
 //! cost is visible.
 
 use super::install::Installed;
-use super::process::{Proc, dir_bytes, free_port, loopback};
+use super::process::{Proc, Procs, dir_bytes, free_port, loopback};
 use super::records::{Charge, Expect, Order, Records, Reservation, Sku};
 use super::{Goal, Peer};
 use crate::load::{MakeRequest, Pool, Spec};
@@ -37,7 +37,7 @@ pub struct Temporal {
     dir: tempfile::TempDir,
     threshold: u64,
     ports: Ports,
-    procs: Vec<Proc>,
+    procs: Procs,
     control: Arc<Pool>,
 }
 
@@ -57,7 +57,7 @@ impl Temporal {
             threshold,
             control: Pool::new(loopback(ports.front), 8),
             ports,
-            procs: Vec::new(),
+            procs: Procs::default(),
         };
         t.start().await?;
         for n in 0..SKUS {
@@ -109,9 +109,7 @@ impl Temporal {
             if let Ok((200, _)) = self.control.send(&Spec::get("/readyz")).await {
                 return Ok(t0.elapsed());
             }
-            for p in &mut self.procs {
-                p.check_alive()?;
-            }
+            self.procs.check_alive()?;
             if Instant::now() >= until {
                 bail!("not ready within {READY_WITHIN:?}");
             }
@@ -241,27 +239,15 @@ impl Peer for Temporal {
 
     async fn audit(&self, expect: &Expect<'_>) -> Result<String> {
         let audit = self.control.json(&Spec::get("/audit")).await?;
-        let records = records(&audit);
-        let violations = records.violations(expect);
-        anyhow::ensure!(
-            violations.is_empty(),
-            "{} violations: {}",
-            violations.len(),
-            violations[..violations.len().min(10)].join("; ")
-        );
-        Ok(format!(
-            "clean: {} orders ({})",
-            records.orders.len(),
-            records.tally()
-        ))
+        records(&audit).check(expect)
     }
 
     fn cpu(&self) -> Vec<(&'static str, Duration)> {
-        self.procs.iter().map(|p| (p.name, p.cpu())).collect()
+        self.procs.cpu()
     }
 
     fn rss(&self) -> u64 {
-        self.procs.iter().map(Proc::rss).sum()
+        self.procs.rss()
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -269,19 +255,12 @@ impl Peer for Temporal {
     }
 
     async fn stop(&mut self) -> Result<()> {
-        // The front first (no new work), the worker, then the server.
-        let procs: Vec<Proc> = self.procs.drain(..).rev().collect();
-        tokio::task::block_in_place(|| {
-            for p in procs {
-                p.stop(Duration::from_secs(30));
-            }
-        });
+        self.procs.stop().await;
         Ok(())
     }
 
     async fn kill(&mut self) {
-        let procs: Vec<Proc> = self.procs.drain(..).collect();
-        tokio::task::block_in_place(|| procs.into_iter().for_each(Proc::kill));
+        self.procs.kill().await;
     }
 
     async fn restart(&mut self) -> Result<Duration> {
