@@ -26,6 +26,16 @@ pub const ALL_NEED_APPROVAL: u64 = 1;
 /// Units every SKU is stocked with: no order runs out.
 pub const STOCK: u64 = 1_000_000_000;
 
+/// How long a system's start may take before it counts as failed.
+pub const READY_WITHIN: Duration = Duration::from_secs(60);
+
+/// `b-<run>-<scenario>-` of `b-<run>-<scenario>-<i>`: the orders of one phase.
+pub fn phase_prefix(ids: &[String]) -> &str {
+    ids.first()
+        .and_then(|id| id.rfind('-').map(|i| &id[..=i]))
+        .unwrap_or("")
+}
+
 /// Which system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -206,4 +216,16 @@ fn summary(columns: &[table::Column]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_is_the_prefix_of_its_ids() {
+        let ids = vec!["b-19a-a1-0".to_owned(), "b-19a-a1-1".to_owned()];
+        assert_eq!(phase_prefix(&ids), "b-19a-a1-");
+        assert_eq!(phase_prefix(&[]), "");
+    }
 }

@@ -6,8 +6,7 @@
 use super::install::Installed;
 use super::process::{Proc, Procs, dir_bytes, free_port, loopback};
 use super::records::{Charge, Expect, Records, Reservation, Sku};
-use super::temporal::phase_prefix;
-use super::{Goal, Peer};
+use super::{Goal, Peer, READY_WITHIN, phase_prefix};
 use crate::load::{MakeRequest, Pool, Spec};
 use crate::service::{PRICE_CENTS, SKUS, order_body, order_id, sku_name};
 use anyhow::{Context, Result, bail};
@@ -25,7 +24,6 @@ pub const SETTINGS: &str = "restate-server 1.7.12 (single node, one partition pe
      is acknowledged), our saga on the Rust SDK restate-sdk 0.13; the steps' records in \
      the virtual objects' state";
 
-const READY_WITHIN: Duration = Duration::from_secs(60);
 /// How long a query may keep failing after a restart before it counts as an error.
 const QUERY_SETTLES_WITHIN: Duration = Duration::from_secs(30);
 

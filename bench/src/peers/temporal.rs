@@ -7,7 +7,7 @@
 use super::install::Installed;
 use super::process::{Proc, Procs, dir_bytes, free_port, loopback};
 use super::records::{Charge, Expect, Order, Records, Reservation, Sku};
-use super::{Goal, Peer};
+use super::{Goal, Peer, READY_WITHIN, phase_prefix};
 use crate::load::{MakeRequest, Pool, Spec};
 use crate::service::{PRICE_CENTS, SKUS, order_body, order_id, sku_name};
 use anyhow::{Context, Result, bail};
@@ -23,9 +23,6 @@ use std::time::{Duration, Instant};
 pub const SETTINGS: &str = "Temporal CLI 1.9.1 dev server (`temporal server start-dev`, its \
      SQLite file, `--sqlite-pragma synchronous=FULL`), Python SDK temporalio 1.35.0 worker; the \
      activities' records in SQLite (WAL, `synchronous=FULL`); a Python HTTP front (aiohttp)";
-
-/// How long a start may take before it counts as failed.
-const READY_WITHIN: Duration = Duration::from_secs(60);
 
 struct Ports {
     server: u16,
@@ -136,13 +133,6 @@ impl Temporal {
             .json(&Spec::get(format!("/stats?prefix={prefix}")))
             .await
     }
-}
-
-/// `b-<run>-<scenario>-` of `b-<run>-<scenario>-<i>`: the orders of one phase.
-pub fn phase_prefix(ids: &[String]) -> &str {
-    ids.first()
-        .and_then(|id| id.rfind('-').map(|i| &id[..=i]))
-        .unwrap_or("")
 }
 
 /// The front's `/audit` in the common shape.
@@ -272,13 +262,6 @@ impl Peer for Temporal {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_phase_is_the_prefix_of_its_ids() {
-        let ids = vec!["b-19a-a1-0".to_owned(), "b-19a-a1-1".to_owned()];
-        assert_eq!(phase_prefix(&ids), "b-19a-a1-");
-        assert_eq!(phase_prefix(&[]), "");
-    }
 
     #[test]
     fn the_fronts_audit_reads_into_the_common_records() {
