@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use store::{
-    Charge, Created, Decided, Decision, Expiry, Failure, Incident, NewOrder, OperatorAction, Order,
-    OrderId, OrderRepository, OrderStatus, Page, PendingApproval, QueueCursor, Refund, Resolved,
-    StoreError,
+    CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
+    NewOrder, OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval,
+    QueueCursor, Refund, Resolved, StoreError,
 };
 
 pub struct CountedOrders {
@@ -75,6 +75,18 @@ impl OrderRepository for CountedOrders {
         self.orders
             .park_approval(id, task_token, at, deadline)
             .await
+    }
+
+    async fn request_cancel(
+        &self,
+        id: &OrderId,
+        request: &Cancellation,
+    ) -> Result<CancelRequested, StoreError> {
+        self.orders.request_cancel(id, request).await
+    }
+
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
+        self.orders.start_shipment(id, at).await
     }
 
     async fn decide(

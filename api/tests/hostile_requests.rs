@@ -225,6 +225,7 @@ async fn unknown_fields_are_refused_as_the_document_says() {
         names,
         [
             "ApprovalRequest",
+            "CancelRequest",
             "CatalogPrice",
             "IncidentActionRequest",
             "OrderLine",

@@ -254,12 +254,46 @@ pub struct Order {
     /// What operators did to the order beyond approving it (redrives, resolutions), oldest
     /// first.
     pub actions: Vec<OperatorAction>,
+    /// The request to cancel the order, once one was accepted (the first is kept).
+    pub cancellation: Option<Cancellation>,
+    /// When the shipment step began: the point of no return, after which a cancellation is
+    /// refused. Set by the step before it asks the carrier, only while no cancellation is
+    /// recorded, so of a cancel and a shipment exactly one goes ahead.
+    pub shipping_started_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
 }
 
 impl Order {
     pub fn id(&self) -> &OrderId {
         &self.new.order_id
+    }
+}
+
+/// A request to cancel an order, accepted before its shipment began. The saga's next step sees
+/// it before it acts (an approval's parked token is failed at once) and fails with
+/// `Order.Cancelled`, so the order ends `CANCELLED` through the same compensations as a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cancellation {
+    /// The principal whose key asked: the order's client or an operator.
+    pub by: String,
+    pub role: Role,
+    pub reason: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+impl Cancellation {
+    /// The cause the saga's failure carries: who asked (by role, never an operator's name: the
+    /// cause reaches the order's owner) and why.
+    pub fn cause(&self) -> String {
+        let who = match self.role {
+            Role::Client => "the client",
+            Role::Operator => "an operator",
+        };
+        match &self.reason {
+            Some(reason) => format!("cancelled by {who}: {reason}"),
+            None => format!("cancelled by {who}"),
+        }
     }
 }
 

@@ -95,6 +95,57 @@ pub enum Decided {
     NotAwaiting(Order),
     /// The approval window closed (its deadline passed) before a decision: nothing changed.
     Expired(Order),
+    /// The order's cancellation was recorded first: nothing changed.
+    Cancelled(Order),
+}
+
+/// What [`OrderRepository::request_cancel`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelRequested {
+    /// Recorded now. `task_token` is the approval token it took off the order (the order was
+    /// parked for an operator): the caller fails it with `Order.Cancelled`.
+    Recorded {
+        order: Order,
+        task_token: Option<String>,
+    },
+    /// A cancellation was recorded before (this one's reason is not kept): nothing changed.
+    Replayed(Order),
+    /// Past the point of no return: the shipment step began (or the order completed).
+    TooLate(Order),
+    /// The order is already being undone, or ended so, for another reason (a failure, a
+    /// rejection, a closed approval window): nothing changed.
+    Ended(Order),
+}
+
+/// How a cancellation applies to an order as it stands: the rule every adapter follows before it
+/// writes (conditionally on what it judged: status, parked token, no cancellation, no shipment).
+pub(crate) enum CancelPlan {
+    Answer(Box<CancelRequested>),
+    /// Record the cancellation; take the parked approval `token` off the order when there is one.
+    Record {
+        token: Option<String>,
+    },
+}
+
+impl CancelPlan {
+    pub(crate) fn new(order: Order) -> CancelPlan {
+        let answer = |a| CancelPlan::Answer(Box::new(a));
+        if order.cancellation.is_some() {
+            return answer(CancelRequested::Replayed(order));
+        }
+        if order.shipping_started_at.is_some() || order.status == OrderStatus::Completed {
+            return answer(CancelRequested::TooLate(order));
+        }
+        let approval = order.approval.as_ref();
+        let rejected = approval.and_then(|a| a.decision) == Some(Decision::Reject);
+        if order.status.is_compensation() || rejected {
+            return answer(CancelRequested::Ended(order));
+        }
+        let token = approval
+            .filter(|a| a.decision.is_none() && order.status == OrderStatus::AwaitingApproval)
+            .and_then(|a| a.task_token.clone());
+        CancelPlan::Record { token }
+    }
 }
 
 /// What [`OrderRepository::expire_approval`] did.
@@ -121,6 +172,11 @@ pub(crate) enum DecisionPlan {
 impl DecisionPlan {
     /// The plan for `decision`, made `at`.
     pub(crate) fn new(order: Order, decision: Decision, at: DateTime<Utc>) -> DecisionPlan {
+        if order.cancellation.is_some()
+            && order.approval.as_ref().is_none_or(|a| a.decision.is_none())
+        {
+            return DecisionPlan::Answer(Box::new(Decided::Cancelled(order)));
+        }
         let approval = order.approval.as_ref();
         if let Some(previous) = approval.and_then(|a| a.decision) {
             return DecisionPlan::Answer(Box::new(if previous == decision {
@@ -227,7 +283,8 @@ pub trait OrderRepository: Send + Sync {
     /// Parks an approval task token on the order and moves it to `AWAITING_APPROVAL`. A newer
     /// token (the engine re-issued the task) replaces an older one while no decision is made.
     /// `requested_at` and `deadline` (when the approval window closes) are kept from the first
-    /// park: a re-issued task never moves the window. Returns the order afterwards.
+    /// park: a re-issued task never moves the window. Nothing is parked on an order whose
+    /// cancellation is recorded. Returns the order afterwards.
     async fn park_approval(
         &self,
         id: &OrderId,
@@ -245,6 +302,21 @@ pub trait OrderRepository: Send + Sync {
         reason: Option<&str>,
         at: DateTime<Utc>,
     ) -> Result<Decided, StoreError>;
+
+    /// Records a request to cancel the order once (conditionally, see [`CancelRequested`]):
+    /// only before the shipment step began and while the order is not being undone already. An
+    /// approval token parked on the order is taken off it in the same write (the order leaves
+    /// the operators' queue) and handed back, for the caller to fail. Returns what it did.
+    async fn request_cancel(
+        &self,
+        id: &OrderId,
+        request: &Cancellation,
+    ) -> Result<CancelRequested, StoreError>;
+
+    /// Marks the shipment step as begun at `at` (the first time is kept), unless a cancellation
+    /// is recorded or the order is being undone: the point of no return. Returns the order afterwards: with
+    /// `shipping_started_at`, or with the cancellation that came first.
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError>;
 
     /// Closes the approval window of an order whose deadline is at or before `at`, if no
     /// decision was recorded and `task_token` is the one parked: the order moves to

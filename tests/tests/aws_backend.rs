@@ -30,6 +30,7 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
         rejected_approval_is_compensated(&stack, &a, &b),
         expired_approval_window_is_compensated(&stack, &hasty, &b),
         replays_and_conflicts(&stack, &a, &b),
+        parked_order_is_cancelled(&stack, &a, &b),
     );
 
     // The audit, beside the running replicas, finds the books the scenarios kept in order,
@@ -42,7 +43,7 @@ async fn every_saga_scenario_runs_on_the_aws_backend_across_replicas() {
     let audit = tokio::task::block_in_place(|| Audit::run(stack.audit_command()));
     assert_eq!(audit.code, Some(0), "{audit:?}");
     assert_eq!(
-        audit.stdout, "audit: 7 orders, 7 SKUs, 6 charges, 0 violations\n",
+        audit.stdout, "audit: 9 orders, 9 SKUs, 8 charges, 0 violations\n",
         "{audit:?}"
     );
 
@@ -150,6 +151,60 @@ async fn large_order_is_approved(stack: &AwsStack, a: &Server, b: &Server) {
     assert_eq!(stack.stripe.charges_of("aws-large"), 1);
     assert_eq!(stack.stripe.refunds_of("aws-large"), 0);
     assert_eq!(available(a, "aws-piano").await, (0, 0));
+}
+
+/// Cancelled on one replica while it waits for approval on the other: the token is failed, the
+/// Catch refunds and releases (never `StopExecution`); once shipped, a cancel is refused.
+async fn parked_order_is_cancelled(stack: &AwsStack, a: &Server, b: &Server) {
+    a.stock("aws-drum", 1, 200_000).await;
+    let placed = a
+        .place(&order(
+            "aws-cancelled",
+            "aws-drum",
+            1,
+            200_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    a.reaches("aws-cancelled", "AWAITING_APPROVAL").await;
+    let body = json!({"reason": "changed plans"});
+    let cancelled = b
+        .request(Method::POST, "/orders/aws-cancelled/cancel", Some(&body))
+        .await;
+    assert_eq!(cancelled.status, StatusCode::ACCEPTED, "{}", cancelled.text);
+    let again = a
+        .request(Method::POST, "/orders/aws-cancelled/cancel", Some(&body))
+        .await;
+    assert!(again.replayed(), "{}", again.text);
+    let late = a.decide("aws-cancelled", "approve").await;
+    assert_eq!(late.status, StatusCode::CONFLICT, "{}", late.text);
+    assert_eq!(late.problem().as_deref(), Some("order-cancelled"));
+    let done = b.ends("aws-cancelled", "CANCELLED", "FAILED").await;
+    assert_eq!(done["failure"]["error"], "Order.Cancelled", "{done}");
+    assert_eq!(done["reservation"]["status"], "RELEASED", "{done}");
+    assert_eq!(stack.stripe.refunds_of("aws-cancelled"), 1);
+    assert_eq!(available(b, "aws-drum").await, (1, 0), "the stock is back");
+    let history = a.history("aws-cancelled").await;
+    assert!(
+        !history.iter().any(|e| e == "ExecutionAborted"),
+        "{history:?}"
+    );
+
+    // A shipped order is past the point of no return.
+    a.stock("aws-cup", 1, 900).await;
+    let cup = order("aws-cup-order", "aws-cup", 1, 900, "pm_card_visa");
+    assert_eq!(a.place(&cup).await.status, StatusCode::ACCEPTED);
+    b.ends("aws-cup-order", "COMPLETED", "SUCCEEDED").await;
+    let refused = b
+        .request(
+            Method::POST,
+            "/orders/aws-cup-order/cancel",
+            Some(&json!({})),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text);
+    assert_eq!(refused.problem().as_deref(), Some("order-shipped"));
 }
 
 async fn declined_card_is_compensated(stack: &AwsStack, a: &Server, b: &Server) {

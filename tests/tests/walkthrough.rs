@@ -1,6 +1,6 @@
 //! The README's walk-through, over HTTP against the real binary: the front door, stock, a small
 //! order that completes and reads back as placed, a large one an operator approves, a declined
-//! card compensated, a replay and a conflict, the stock listed.
+//! card compensated, a large one its client cancels, a replay and a conflict, the stock listed.
 
 use blackbox::{Db, Server, keys_create, order, unpriced};
 use reqwest::{Method, StatusCode};
@@ -125,6 +125,38 @@ async fn the_readme_walk_through_works_over_http() {
     );
     assert!(cancelled["payment"].is_null(), "{cancelled}");
 
+    // The client cancels a large order while it waits for approval: refunded, released.
+    server.stock("organ", 1, 900_000).await;
+    let organ = unpriced(order("walk-cancelled", "organ", 1, 900_000, "pm_card_visa"));
+    assert_eq!(
+        server.place_as(&organ, &shop).await.status,
+        StatusCode::ACCEPTED
+    );
+    server.reaches("walk-cancelled", "AWAITING_APPROVAL").await;
+    let cancel = server
+        .send(
+            Method::POST,
+            "/orders/walk-cancelled/cancel",
+            Some(&json!({"reason": "ordered twice"})),
+            Some(&shop),
+        )
+        .await;
+    assert_eq!(cancel.status, StatusCode::ACCEPTED, "{}", cancel.text);
+    assert_eq!(cancel.json()["cancellation"]["requestedBy"], "client");
+    let undone = server.ends("walk-cancelled", "CANCELLED", "FAILED").await;
+    assert_eq!(undone["failure"]["error"], "Order.Cancelled", "{undone}");
+    assert_eq!(undone["refund"]["amountCents"], 900_000, "{undone}");
+    let shipped = server
+        .send(
+            Method::POST,
+            "/orders/walk-small/cancel",
+            Some(&json!({})),
+            Some(&shop),
+        )
+        .await;
+    assert_eq!(shipped.status, StatusCode::CONFLICT, "{}", shipped.text);
+    assert_eq!(shipped.problem().as_deref(), Some("order-shipped"));
+
     // The same order again replays: same answer, same execution.
     let again = server.place_as(&small, &shop).await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
@@ -157,6 +189,8 @@ async fn the_readme_walk_through_works_over_http() {
         json!({"items": [
             {"sku": "book", "available": 8, "reserved": 0, "shipped": 2, "stocked": 10,
                 "price": {"cents": 1_500, "currency": "EUR"}},
+            {"sku": "organ", "available": 1, "reserved": 0, "shipped": 0, "stocked": 1,
+                "price": {"cents": 900_000, "currency": "EUR"}},
             {"sku": "piano", "available": 0, "reserved": 0, "shipped": 1, "stocked": 1,
                 "price": {"cents": 450_000, "currency": "EUR"}},
         ], "nextCursor": null})

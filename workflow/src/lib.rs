@@ -4,6 +4,7 @@
 //! the workflow port with its adapters.
 
 pub mod aws;
+pub mod cancel;
 pub mod definition;
 pub mod embedded;
 pub mod port;
@@ -11,6 +12,7 @@ pub mod steps;
 pub mod workers;
 
 pub use aws::AwsWorkflow;
+pub use cancel::{CancelResult, cancel};
 pub use definition::{ErrorName, SagaInput, SagaSettings};
 pub use embedded::EmbeddedWorkflow;
 pub use port::{

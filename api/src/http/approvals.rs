@@ -177,7 +177,7 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`) or its approval window ran out (`approval-expired`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`), its approval window ran out (`approval-expired`) or it was cancelled first (`order-cancelled`)", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
@@ -238,6 +238,16 @@ pub async fn decide_approval(
             ("conflict", problem.into_response())
         }
         Ok(DecisionResult::Expired(order)) => ("expired", window_closed(&order)),
+        Ok(DecisionResult::Cancelled(order)) => {
+            let problem = Problem::new(
+                ProblemKind::OrderCancelled,
+                format!(
+                    "order {} was cancelled before a decision; the decision took no effect",
+                    order.id()
+                ),
+            );
+            ("cancelled", problem.into_response())
+        }
         Ok(DecisionResult::NotAwaiting(order)) if expired(&order) => {
             ("expired", window_closed(&order))
         }

@@ -121,6 +121,7 @@ struct Inner {
     durations: DurationFamily,
     orders: Family<OutcomeLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
+    cancels: Family<OutcomeLabels, Counter>,
     sagas: Family<StatusLabels, Counter>,
     repairs: Family<KindLabels, Counter>,
     repair_passes: Counter,
@@ -184,6 +185,13 @@ impl Metrics {
             "Operator approval decisions, by decision and outcome",
             decisions.clone(),
         );
+        let cancels = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "cancel_requests",
+            "Requests to cancel an order, by outcome (accepted, replayed, too_late, ended, \
+             not_found)",
+            cancels.clone(),
+        );
         let sagas = Family::<StatusLabels, Counter>::default();
         registry.register(
             "sagas_finished",
@@ -228,6 +236,7 @@ impl Metrics {
             durations,
             orders,
             decisions,
+            cancels,
             sagas,
             repairs,
             repair_passes,
@@ -278,6 +287,15 @@ impl Metrics {
         self.0
             .decisions
             .get_or_create(&DecisionLabels { decision, outcome })
+            .inc();
+    }
+
+    /// A request to cancel an order, and what came of it (`accepted`, `replayed`, `too_late`,
+    /// `ended`, `not_found`).
+    pub fn cancel(&self, outcome: &'static str) {
+        self.0
+            .cancels
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 

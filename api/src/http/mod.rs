@@ -3,6 +3,8 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod cancel;
+pub mod conditional;
 pub mod extract;
 pub mod health;
 pub mod incidents;
@@ -113,6 +115,7 @@ pub fn router(state: AppState) -> Router {
         .route("/orders/{order_id}", get(orders::get_order))
         .route("/orders/{order_id}/status", get(orders::status))
         .route("/orders/{order_id}/history", get(orders::history))
+        .route("/orders/{order_id}/cancel", post(cancel::cancel))
         .route(
             "/orders/{order_id}/approval",
             post(approvals::decide_approval),

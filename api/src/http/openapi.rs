@@ -3,7 +3,7 @@
 //! Swagger UI (vendored assets) at `/docs`.
 
 use super::problem::{FieldError, Problem, ProblemKind};
-use super::{approvals, health, incidents, inventory, orders};
+use super::{approvals, cancel, health, incidents, inventory, orders};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
@@ -134,6 +134,7 @@ impl Modify for ProblemTypes {
         orders::get_order,
         orders::status,
         orders::history,
+        cancel::cancel,
         approvals::decide_approval,
         approvals::pending,
         incidents::list,

@@ -4,6 +4,8 @@
 
 use super::AppState;
 use super::auth::Caller;
+use super::cancel::CancellationView;
+use super::conditional;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::incidents::{ActionView, IncidentDetail};
 use super::metrics::OrderOutcome;
@@ -13,7 +15,7 @@ use crate::intake::{IntakeError, OrderRequest, Placed};
 use crate::pricing::{LineProblem, Mispriced, RequestedLine};
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -71,7 +73,8 @@ pub struct ShippingAddress {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlaceOrder {
     /// The business key: placing the same order again replays; another body with the same id
-    /// is a conflict.
+    /// is a conflict. Required, unless the `Idempotency-Key` header carries it.
+    #[serde(default)]
     #[schema(
         min_length = 1,
         max_length = 80,
@@ -276,6 +279,9 @@ pub struct OrderStatusView {
     /// The compensation that gave up, while the order waits for an operator
     /// (`COMPENSATION_FAILED`); null otherwise.
     pub incident: Option<IncidentDetail>,
+    /// The request to cancel the order, once one was accepted; null otherwise. The order ends
+    /// `CANCELLED` with failure `Order.Cancelled` once the compensation has run.
+    pub cancellation: Option<CancellationView>,
     /// What operators did about the order (redrives, resolutions), oldest first; shown to
     /// operators only (empty for the order's client).
     pub actions: Vec<ActionView>,
@@ -391,7 +397,7 @@ pub struct HistoryQuery {
     pub next_token: Option<String>,
 }
 
-fn status_url(id: &OrderId) -> String {
+pub(super) fn status_url(id: &OrderId) -> String {
     format!("/orders/{id}/status")
 }
 
@@ -464,6 +470,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
     operation_id = "placeOrder",
     tag = "orders",
     security(("apiKey" = [])),
+    params(PlaceOrderHeaders),
     request_body(content = PlaceOrder, content_type = "application/json"),
     responses(
         (status = 202, description = "Accepted: the saga runs; poll the status URL", body = OrderAccepted,
@@ -473,7 +480,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
             )),
         (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not JSON, or the `Idempotency-Key` header is not a valid order id (`invalid-request`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The caller's order with this id has another body (`order-conflict`), or the id is another principal's (`order-id-taken`); nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
@@ -486,8 +493,13 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
 pub async fn place(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Response {
+    let body = match with_idempotency_key(body, &headers) {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     let request = match validate::order_request(&body) {
         Ok(r) => r,
         Err(errors) => return Problem::validation(errors).into_response(),
@@ -534,6 +546,72 @@ pub async fn place(
         }
         Err(e) => Problem::backend(&e, e.is_transient()).into_response(),
     }
+}
+
+/// The headers `POST /orders` reads, as the document shows them (the handler reads them from
+/// the request's header map: [`with_idempotency_key`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct PlaceOrderHeaders {
+    /// An alias of the body's `orderId` (the order's idempotency key): a body without `orderId`
+    /// takes it as the id; one with it must carry the same (else 422). A plain token or a quoted
+    /// structured-field string; 400 unless it is a valid order id.
+    #[serde(rename = "Idempotency-Key")]
+    #[param(
+        pattern = "^([A-Za-z0-9_-]{1,80}|\"[A-Za-z0-9_-]{1,80}\")$",
+        example = "o-1001"
+    )]
+    pub idempotency_key: Option<String>,
+}
+
+/// The `Idempotency-Key` request header (the IETF httpapi draft's; Stripe's too).
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The body of `POST /orders` with the `Idempotency-Key` header applied. The order id is the
+/// order's idempotency key, so the header is its alias: a body without `orderId` takes the
+/// header's value as its id; a body with one must carry the same. The value is a plain token or
+/// a quoted structured-field string (`"…"`), and must be a valid order id.
+fn with_idempotency_key(mut body: Value, headers: &HeaderMap) -> Result<Value, Response> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(body);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .map(|v| v.trim())
+        .map(|v| {
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v)
+        })
+        .filter(|v| OrderId::parse(v).is_ok())
+        .ok_or_else(|| {
+            Problem::new(
+                ProblemKind::InvalidRequest,
+                "the Idempotency-Key header must be an order id: 1 to 80 letters, digits, '-' \
+                 and '_' (it is an alias of orderId)",
+            )
+            .into_response()
+        })?;
+    let Some(fields) = body.as_object_mut() else {
+        // Not an object: the body's own validation says so.
+        return Ok(body);
+    };
+    match fields.get("orderId") {
+        None => {
+            fields.insert("orderId".to_owned(), Value::String(key.to_owned()));
+        }
+        Some(id) if id.as_str() == Some(key) => {}
+        Some(_) => {
+            return Err(Problem::validation(vec![FieldError::new(
+                "/orderId",
+                "must equal the Idempotency-Key header (the order id is the order's \
+                 idempotency key; the header is its alias)",
+            )])
+            .into_response());
+        }
+    }
+    Ok(body)
 }
 
 /// 422 for lines the catalog cannot price as asked, each named in `errors`. The type is the
@@ -643,9 +721,21 @@ async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>,
     operation_id = "getOrderStatus",
     tag = "orders",
     security(("apiKey" = [])),
-    params(("orderId" = String, Path, description = "The order id")),
+    params(
+        ("orderId" = String, Path, description = "The order id"),
+        ("If-None-Match" = Option<String>, Header, description = "An `ETag` of an earlier answer: `304` while the status is unchanged"),
+    ),
     responses(
-        (status = 200, description = "The order's saga", body = OrderStatusView),
+        (status = 200, description = "The order's saga", body = OrderStatusView,
+            headers(
+                ("ETag" = String, description = "The answer's entity tag, for `If-None-Match`"),
+                ("Retry-After" = Option<String>, description = "Seconds to wait before polling again (1 while the saga moves, 60 while it waits for an operator); absent once the status is terminal"),
+            )),
+        (status = 304, description = "Not modified: the status is the one whose `ETag` was sent",
+            headers(
+                ("ETag" = String, description = "The answer's entity tag"),
+                ("Retry-After" = Option<String>, description = "As for 200"),
+            )),
         (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
             headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
         (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
@@ -657,23 +747,58 @@ pub async fn status(
     State(state): State<AppState>,
     caller: Caller,
     PathParam(raw): PathParam,
-) -> Result<Json<OrderStatusView>, Problem> {
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
     let order = find_own_order(&state, &raw, &caller).await?;
     if let Some(arn) = order.execution_arn.as_deref() {
         Span::current().record("execution_arn", arn);
     }
+    let view = status_view(&state, &order, &caller).await?;
+    Ok(conditional::json(&headers, &view, poll_after(&order)))
+}
+
+/// How long a client polling the order's status should wait before it asks again (seconds), as
+/// `Retry-After`; `None` once nothing will change by itself (a terminal status).
+fn poll_after(order: &Order) -> Option<u64> {
+    let waits_for_a_person = order.status == OrderStatus::AwaitingApproval
+        && order.cancellation.is_none()
+        && order
+            .approval
+            .as_ref()
+            .is_some_and(|a| a.decision.is_none());
+    if order.status.is_terminal() {
+        None
+    } else if waits_for_a_person {
+        Some(POLL_AWAITING_APPROVAL_SECS)
+    } else {
+        Some(POLL_RUNNING_SECS)
+    }
+}
+
+/// `Retry-After` of a status whose saga is moving: its steps take milliseconds to seconds.
+const POLL_RUNNING_SECS: u64 = 1;
+/// `Retry-After` of an order waiting for an operator, which takes minutes to days.
+const POLL_AWAITING_APPROVAL_SECS: u64 = 60;
+
+/// The status view of `order` as `caller` may see it (the status endpoint's answer, and a
+/// cancel's).
+pub(super) async fn status_view(
+    state: &AppState,
+    order: &Order,
+    caller: &Caller,
+) -> Result<OrderStatusView, Problem> {
     let id = order.id();
     let (execution_status, reservation, payment, shipment) = tokio::join!(
-        execution_status(&state, &order),
+        execution_status(state, order),
         state.ports.inventory.reservation(id),
-        payment(&state, &order),
+        payment(state, order),
         state.ports.shipping.shipment(id),
     );
     let execution_status = execution_status?;
     let reservation = reservation.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     let payment = payment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     let shipment = shipment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
-    Ok(Json(OrderStatusView {
+    Ok(OrderStatusView {
         order_id: id.to_string(),
         status: order.status.into(),
         execution_arn: order.execution_arn.clone(),
@@ -726,13 +851,17 @@ pub async fn status(
             cause: f.cause.clone(),
         }),
         incident: order.incident.as_ref().map(IncidentDetail::from),
+        cancellation: order
+            .cancellation
+            .as_ref()
+            .map(|c| CancellationView::new(c, caller)),
         actions: if caller.is_operator() {
             order.actions.iter().map(ActionView::from).collect()
         } else {
             Vec::new()
         },
         updated_at: order.updated_at,
-    }))
+    })
 }
 
 /// An order as placed.

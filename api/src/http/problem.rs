@@ -39,6 +39,9 @@ pub enum ProblemKind {
     ApprovalConflict,
     NotAwaitingApproval,
     ApprovalExpired,
+    OrderCancelled,
+    OrderShipped,
+    NotCancellable,
     NoOpenIncident,
     NotRedrivable,
     ExecutionRunning,
@@ -51,7 +54,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 29] = [
+    pub const ALL: [ProblemKind; 32] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
@@ -72,6 +75,9 @@ impl ProblemKind {
         ProblemKind::ApprovalConflict,
         ProblemKind::NotAwaitingApproval,
         ProblemKind::ApprovalExpired,
+        ProblemKind::OrderCancelled,
+        ProblemKind::OrderShipped,
+        ProblemKind::NotCancellable,
         ProblemKind::NoOpenIncident,
         ProblemKind::NotRedrivable,
         ProblemKind::ExecutionRunning,
@@ -105,6 +111,9 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "approval-conflict",
             ProblemKind::NotAwaitingApproval => "not-awaiting-approval",
             ProblemKind::ApprovalExpired => "approval-expired",
+            ProblemKind::OrderCancelled => "order-cancelled",
+            ProblemKind::OrderShipped => "order-shipped",
+            ProblemKind::NotCancellable => "not-cancellable",
             ProblemKind::NoOpenIncident => "no-open-incident",
             ProblemKind::NotRedrivable => "not-redrivable",
             ProblemKind::ExecutionRunning => "execution-running",
@@ -139,6 +148,9 @@ impl ProblemKind {
             ProblemKind::ApprovalConflict => "Another decision was made",
             ProblemKind::NotAwaitingApproval => "Order is not awaiting approval",
             ProblemKind::ApprovalExpired => "Approval window expired",
+            ProblemKind::OrderCancelled => "The order was cancelled",
+            ProblemKind::OrderShipped => "The order has shipped",
+            ProblemKind::NotCancellable => "The order is already being undone",
             ProblemKind::NoOpenIncident => "Order has no open incident",
             ProblemKind::NotRedrivable => "Execution cannot be redriven",
             ProblemKind::ExecutionRunning => "Order's execution is still running",
@@ -173,6 +185,9 @@ impl ProblemKind {
             | ProblemKind::ApprovalConflict
             | ProblemKind::NotAwaitingApproval
             | ProblemKind::ApprovalExpired
+            | ProblemKind::OrderCancelled
+            | ProblemKind::OrderShipped
+            | ProblemKind::NotCancellable
             | ProblemKind::NoOpenIncident
             | ProblemKind::NotRedrivable
             | ProblemKind::ExecutionRunning => StatusCode::CONFLICT,

@@ -1,10 +1,12 @@
 //! Request bodies checked against the published contract itself: each body is validated with
 //! the JSON Schema that `openapi/openapi.json` documents for it (generated from the request
-//! types: [`PlaceOrder`], [`StockCount`], [`ApprovalRequest`], [`IncidentActionRequest`]), so
-//! every limit is written once, on the type, and every bad field is reported at once by its JSON
-//! pointer; only then is the body deserialized into that same type.
+//! types: [`PlaceOrder`], [`StockCount`], [`ApprovalRequest`], [`CancelRequest`],
+//! [`IncidentActionRequest`]), so every limit is written once, on the type, and every bad field
+//! is reported at once by its JSON pointer; only then is the body deserialized into that same
+//! type.
 
 use super::approvals::ApprovalRequest;
+use super::cancel::CancelRequest;
 use super::incidents::IncidentActionRequest;
 use super::inventory::StockCount;
 use super::orders::PlaceOrder;
@@ -43,6 +45,7 @@ fn validators() -> &'static HashMap<String, jsonschema::Validator> {
             PlaceOrder::name(),
             StockCount::name(),
             ApprovalRequest::name(),
+            CancelRequest::name(),
             IncidentActionRequest::name(),
         ]
         .into_iter()
@@ -225,9 +228,27 @@ pub fn sku_error(s: &str) -> Option<&'static str> {
 
 /// The body of `POST /orders`.
 pub fn order_request(body: &Value) -> Result<OrderRequest, Vec<FieldError>> {
-    parse::<PlaceOrder>(body)?
-        .try_into()
-        .map_err(|message: String| vec![FieldError::new("/orderId", message)])
+    // Not required by the schema (the `Idempotency-Key` header may carry it, see
+    // `orders::with_idempotency_key`), but one of the two must.
+    let missing_id = body.is_object() && body.get("orderId").is_none();
+    let required = || {
+        FieldError::new(
+            "/orderId",
+            "is required (in the body, or as the Idempotency-Key header)",
+        )
+    };
+    match parse::<PlaceOrder>(body) {
+        Err(mut errors) => {
+            if missing_id {
+                errors.insert(0, required());
+            }
+            Err(errors)
+        }
+        Ok(_) if missing_id => Err(vec![required()]),
+        Ok(order) => order
+            .try_into()
+            .map_err(|message: String| vec![FieldError::new("/orderId", message)]),
+    }
 }
 
 /// The body of `POST /orders/{orderId}/approval`.
@@ -317,8 +338,12 @@ mod tests {
     #[test]
     fn missing_fields_and_wrong_shapes_are_errors() {
         assert_eq!(fields(&json!([])), [""]);
-        // Every one of the six fields of an order is required.
+        // Every one of the six fields of an order is required (the id may come in a header,
+        // but without it the body must carry one).
         assert_eq!(fields(&json!({})).len(), 6);
+        let mut body = valid();
+        body.as_object_mut().unwrap().remove("orderId");
+        assert_eq!(fields(&body), ["/orderId"]);
         let mut body = valid();
         body["items"] = json!([]);
         assert_eq!(fields(&body), ["/items"]);

@@ -3,9 +3,9 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
-    Charge, Created, Decided, Decision, Expiry, Failure, Incident, NewOrder, OperatorAction, Order,
-    OrderId, OrderRepository, OrderStatus, Page, PendingApproval, QueueCursor, Refund, Resolved,
-    StoreError,
+    CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
+    NewOrder, OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval,
+    QueueCursor, Refund, Resolved, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -65,6 +65,16 @@ impl OrderRepository for Broken {
         _: DateTime<Utc>,
         _: Option<DateTime<Utc>>,
     ) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+    async fn request_cancel(
+        &self,
+        _: &OrderId,
+        _: &Cancellation,
+    ) -> Result<CancelRequested, StoreError> {
+        self.fail().await
+    }
+    async fn start_shipment(&self, _: &OrderId, _: DateTime<Utc>) -> Result<Order, StoreError> {
         self.fail().await
     }
     async fn decide(

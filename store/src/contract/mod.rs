@@ -206,7 +206,11 @@ macro_rules! contract_suite {
             an_incident_keeps_its_first_time_and_closes_with_the_end,
             resolving_closes_an_open_incident_once,
             actions_are_appended_in_order,
-            open_incidents_page_oldest_first
+            open_incidents_page_oldest_first,
+            a_cancellation_is_recorded_once_and_stops_the_shipment,
+            a_shipment_begun_refuses_a_cancellation,
+            a_cancellation_takes_the_parked_token_and_refuses_later_decisions,
+            an_order_being_undone_is_not_cancelled_again
         );
         $crate::contract_suite!(@each $fresh, inventory, inventory:
             set_available_reports_the_level,

@@ -1,6 +1,7 @@
 //! The contract of `OrderRepository`: conditional create, forward-only status, the charge (id
 //! and time) recorded once, approvals parked and decided once,
-//! incidents recorded, listed and resolved.
+//! incidents recorded, listed and resolved, a cancellation recorded once and exclusive with the
+//! shipment's start.
 
 use super::{
     all_pages, covered_once, covered_since, failure, moment_apart, new_order, now, order_id,
@@ -818,4 +819,184 @@ pub async fn open_incidents_page_oldest_first(repo: &dyn OrderRepository) {
         "oldest first, as stored, closed ones left out"
     );
     assert!(QueueCursor::parse("not a cursor").is_none());
+}
+
+/// A client's request to cancel, made `at`.
+fn cancellation(reason: Option<&str>, at: chrono::DateTime<chrono::Utc>) -> Cancellation {
+    Cancellation {
+        by: "shop-1".to_owned(),
+        role: Role::Client,
+        reason: reason.map(str::to_owned),
+        at,
+    }
+}
+
+pub async fn a_cancellation_is_recorded_once_and_stops_the_shipment(repo: &dyn OrderRepository) {
+    let order = created(repo, "cancel").await;
+    let id = order.id();
+    repo.advance(id, OrderStatus::Charged, None)
+        .await
+        .expect("advance");
+    let first = cancellation(Some("changed my mind"), now());
+    let CancelRequested::Recorded {
+        order: cancelled,
+        task_token,
+    } = repo.request_cancel(id, &first).await.expect("cancel")
+    else {
+        panic!("the first cancellation must be recorded");
+    };
+    assert_eq!(task_token, None, "nothing was parked");
+    assert_eq!(cancelled.cancellation.as_ref(), Some(&first));
+    assert_eq!(
+        cancelled.status,
+        OrderStatus::Charged,
+        "the status is the compensation's to move"
+    );
+
+    let again = repo
+        .request_cancel(id, &cancellation(Some("really"), now()))
+        .await
+        .expect("again");
+    assert_eq!(
+        again,
+        CancelRequested::Replayed(cancelled.clone()),
+        "a repeat keeps the first request"
+    );
+    let shipping = repo.start_shipment(id, now()).await.expect("ship");
+    assert_eq!(
+        shipping, cancelled,
+        "a shipment after the cancellation does not begin"
+    );
+}
+
+pub async fn a_shipment_begun_refuses_a_cancellation(repo: &dyn OrderRepository) {
+    let order = created(repo, "shipping").await;
+    let id = order.id();
+    repo.advance(id, OrderStatus::Charged, None)
+        .await
+        .expect("advance");
+    let at = now();
+    let started = repo.start_shipment(id, at).await.expect("ship");
+    assert_eq!(started.shipping_started_at, Some(at));
+    let again = repo
+        .start_shipment(id, at + Duration::seconds(5))
+        .await
+        .expect("ship again");
+    assert_eq!(
+        again.shipping_started_at,
+        Some(at),
+        "a redelivered step keeps the first start"
+    );
+    let refused = repo
+        .request_cancel(id, &cancellation(None, now()))
+        .await
+        .expect("cancel");
+    assert_eq!(refused, CancelRequested::TooLate(again.clone()));
+    assert_eq!(repo.get(id).await.expect("get"), Some(again));
+
+    // Completed (by an execution from before the start was recorded) is too late as well.
+    let order = created(repo, "completed").await;
+    let done = repo
+        .advance(order.id(), OrderStatus::Completed, None)
+        .await
+        .expect("complete");
+    let refused = repo
+        .request_cancel(order.id(), &cancellation(None, now()))
+        .await
+        .expect("cancel");
+    assert_eq!(refused, CancelRequested::TooLate(done));
+}
+
+pub async fn a_cancellation_takes_the_parked_token_and_refuses_later_decisions(
+    repo: &dyn OrderRepository,
+) {
+    let order = parked(repo, "token-c", now()).await;
+    let id = order.id();
+    let request = Cancellation {
+        by: "op-1".to_owned(),
+        role: Role::Operator,
+        reason: None,
+        at: now(),
+    };
+    let CancelRequested::Recorded {
+        order: cancelled,
+        task_token,
+    } = repo.request_cancel(id, &request).await.expect("cancel")
+    else {
+        panic!("the cancellation of a parked order must be recorded");
+    };
+    assert_eq!(
+        task_token.as_deref(),
+        Some("token-c"),
+        "handed back to fail"
+    );
+    assert_eq!(
+        cancelled
+            .approval
+            .as_ref()
+            .and_then(|a| a.task_token.as_ref()),
+        None,
+        "the token is taken off the order"
+    );
+    let queue = repo.pending_approvals(None, 1000).await.expect("queue");
+    assert!(
+        queue.items.iter().all(|p| p.order_id != *id),
+        "a cancelled order leaves the operators' queue"
+    );
+    // A re-issued task parks nothing; a decision takes no effect.
+    let reparked = repo
+        .park_approval(id, "token-late", now(), Some(now() + WINDOW))
+        .await
+        .expect("park");
+    assert_eq!(reparked, cancelled);
+    let decided = repo
+        .decide(id, Decision::Approve, "op-2", None, now())
+        .await
+        .expect("decide");
+    assert_eq!(decided, Decided::Cancelled(cancelled.clone()));
+    // An expiry of the taken token changes nothing either.
+    let expired = repo
+        .expire_approval(
+            id,
+            "token-c",
+            now() + WINDOW * 2,
+            failure("Order.ApprovalExpired"),
+        )
+        .await
+        .expect("expire");
+    assert_eq!(expired, Expiry::Kept(cancelled));
+}
+
+pub async fn an_order_being_undone_is_not_cancelled_again(repo: &dyn OrderRepository) {
+    let order = created(repo, "undone").await;
+    let undone = repo
+        .advance(
+            order.id(),
+            OrderStatus::Compensating,
+            Some(failure("Payment.Declined")),
+        )
+        .await
+        .expect("compensate");
+    let refused = repo
+        .request_cancel(order.id(), &cancellation(None, now()))
+        .await
+        .expect("cancel");
+    assert_eq!(refused, CancelRequested::Ended(undone));
+
+    // Rejected by an operator: the compensation is on its way.
+    let order = parked(repo, "token-rj", now()).await;
+    let Decided::Applied {
+        order: rejected, ..
+    } = repo
+        .decide(order.id(), Decision::Reject, "op", None, now())
+        .await
+        .expect("reject")
+    else {
+        panic!("the rejection must apply");
+    };
+    let refused = repo
+        .request_cancel(order.id(), &cancellation(None, now()))
+        .await
+        .expect("cancel");
+    assert_eq!(refused, CancelRequested::Ended(rejected));
 }

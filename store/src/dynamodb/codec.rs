@@ -145,6 +145,15 @@ impl<'a> Fields<'a> {
         serde_json::from_str(self.s(name)?).map_err(|e| self.bad(name, e))
     }
 
+    pub(crate) fn opt_json<T: DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, StoreError> {
+        self.opt_s(name)?
+            .map(|text| serde_json::from_str(text).map_err(|e| self.bad(name, e)))
+            .transpose()
+    }
+
     pub(crate) fn order_id(&self, name: &str) -> Result<crate::domain::OrderId, StoreError> {
         crate::domain::OrderId::parse(self.s(name)?).map_err(|e| self.bad(name, e))
     }

@@ -24,8 +24,8 @@ use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, Expiry, OrderRepository, Page, PendingApproval, QueueCursor,
-    Resolved, warn_if_other_charge,
+    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, OrderRepository, Page,
+    PendingApproval, QueueCursor, Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -199,6 +199,8 @@ fn order_from(item: &Item) -> Result<Order, StoreError> {
             None => None,
         },
         actions: actions_from(item)?,
+        cancellation: f.opt_json("cancellation")?,
+        shipping_started_at: f.opt_ts("shipping_started_at")?,
         updated_at: f.ts("updated_at")?,
     })
 }
@@ -662,7 +664,8 @@ impl OrderRepository for DynamoStore {
         let statuses = status_in(&from, &mut values).expect("statuses lead to AWAITING_APPROVAL");
         // The last clause skips a write that would change nothing (the same token again).
         let condition = format!(
-            "attribute_not_exists(#approval_decision) AND {statuses} AND (#status <> :awaiting \
+            "attribute_not_exists(#approval_decision) AND attribute_not_exists(#cancellation) \
+             AND {statuses} AND (#status <> :awaiting \
              OR attribute_not_exists(#approval_task_token) OR #approval_task_token <> :token)"
         );
         let mut update = format!(
@@ -733,6 +736,82 @@ impl OrderRepository for DynamoStore {
         Err(StoreError::Unavailable(format!(
             "order {id} kept changing while a decision was recorded"
         )))
+    }
+
+    /// Conditional on the order as judged (its status and parked token, no cancellation, no
+    /// shipment begun), so a change in between is noticed and judged again.
+    async fn request_cancel(
+        &self,
+        id: &OrderId,
+        request: &Cancellation,
+    ) -> Result<CancelRequested, StoreError> {
+        let mut order = self.existing_order(id).await?;
+        for _ in 0..DECIDE_ATTEMPTS {
+            let status = order.status;
+            let token = match CancelPlan::new(order) {
+                CancelPlan::Answer(answer) => return Ok(*answer),
+                CancelPlan::Record { token } => token,
+            };
+            let mut values = HashMap::from([
+                (":cancellation".to_owned(), json(request)?),
+                (":status".to_owned(), s(status.as_str())),
+                (":now".to_owned(), ts(Utc::now())),
+            ]);
+            let mut update = "SET #cancellation = :cancellation, #updated_at = :now".to_owned();
+            let mut condition = "attribute_not_exists(#cancellation) \
+                                 AND attribute_not_exists(#shipping_started_at) \
+                                 AND #status = :status"
+                .to_owned();
+            match &token {
+                Some(token) => {
+                    update.push_str(&format!(" REMOVE #approval_task_token, #{APPROVAL_QUEUE}"));
+                    condition.push_str(" AND #approval_task_token = :token");
+                    values.insert(":token".to_owned(), s(token));
+                }
+                // A token parked in between (a re-issued task) must be taken too.
+                None if status == OrderStatus::AwaitingApproval => {
+                    condition.push_str(" AND attribute_not_exists(#approval_task_token)");
+                }
+                None => {}
+            }
+            match self.change_order(id, &update, &condition, values).await? {
+                Change::Applied(order) => {
+                    return Ok(CancelRequested::Recorded {
+                        order,
+                        task_token: token,
+                    });
+                }
+                Change::Unchanged(now) => order = now,
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "order {id} kept changing while its cancellation was recorded"
+        )))
+    }
+
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
+        let mut values = HashMap::from([
+            (":at".to_owned(), ts(at)),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let undoing: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_compensation())
+            .collect();
+        let undoing = status_in(&undoing, &mut values).expect("compensation statuses exist");
+        let condition = format!(
+            "attribute_not_exists(#shipping_started_at) AND attribute_not_exists(#cancellation) \
+             AND NOT ({undoing})"
+        );
+        Ok(self
+            .change_order(
+                id,
+                "SET #shipping_started_at = :at, #updated_at = :now",
+                &condition,
+                values,
+            )
+            .await?
+            .into_order())
     }
 
     /// Of a decision and an expiry racing, the condition lets one write through.

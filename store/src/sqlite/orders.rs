@@ -11,8 +11,8 @@ use super::{
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    Created, Decided, DecisionPlan, Expiry, OrderRepository, Page, PendingApproval, QueueCursor,
-    Resolved, warn_if_other_charge,
+    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, OrderRepository, Page,
+    PendingApproval, QueueCursor, Resolved, warn_if_other_charge,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,7 +25,7 @@ const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payme
     approval_decision, approval_decided_by, approval_decided_at, approval_reason, updated_at, \
     charge_id, charged_at, refund_id, refund_amount_cents, refunded_at, owner, incident_step, \
     incident_error, incident_cause, incident_attempts, incident_since, actions, \
-    approval_deadline FROM orders";
+    approval_deadline, cancellation, shipping_started_at FROM orders";
 
 /// `OrderStatus::rank` of the `status` column as an SQL expression, generated from the Rust
 /// rule so the two can never disagree.
@@ -129,6 +129,11 @@ fn order_from_row(r: &Row) -> rusqlite::Result<Order> {
             None => None,
         },
         actions: get_json(r, 32)?,
+        cancellation: match r.get::<_, Option<String>>(34)? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| super::bad_column(34, e))?),
+            None => None,
+        },
+        shipping_started_at: get_opt_ts(r, 35)?,
         updated_at: get_ts(r, 20)?,
     })
 }
@@ -300,8 +305,8 @@ impl OrderRepository for SqliteStore {
         update_and_load(self, id, sql, values).await
     }
 
-    /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision is recorded.
-    /// After a decision the order comes back unchanged, still carrying the decision: a worker
+    /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision (and no
+    /// cancellation) is recorded. After a decision the order comes back unchanged, still carrying the decision: a worker
     /// that got a fresh token after a crash (the decision was recorded, the answer to the
     /// engine lost) can read it there and answer with the new token.
     async fn park_approval(
@@ -316,7 +321,7 @@ impl OrderRepository for SqliteStore {
              approval_requested_at = COALESCE(approval_requested_at, ?4), updated_at = ?5, \
              approval_deadline = COALESCE(approval_deadline, ?7) \
              WHERE order_id = ?1 AND approval_decision IS NULL AND {rank} <= ?6 \
-             AND (status <> ?2 OR approval_task_token IS NOT ?3)",
+             AND cancellation IS NULL AND (status <> ?2 OR approval_task_token IS NOT ?3)",
             rank = rank_sql()
         );
         let awaiting = OrderStatus::AwaitingApproval;
@@ -379,6 +384,57 @@ impl OrderRepository for SqliteStore {
             })
         })
         .await
+    }
+
+    /// Judged and written under the write lock, in one savepoint: nothing can change the order
+    /// in between.
+    async fn request_cancel(
+        &self,
+        id: &OrderId,
+        request: &Cancellation,
+    ) -> Result<CancelRequested, StoreError> {
+        let id = id.clone();
+        let cancellation = to_json(request)?;
+        self.write(move |conn| {
+            let tx = savepoint(conn)?;
+            let token = match CancelPlan::new(load_existing(&tx, &id)?) {
+                CancelPlan::Answer(answer) => return Ok(*answer),
+                CancelPlan::Record { token } => token,
+            };
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE orders SET cancellation = ?2, updated_at = ?3, \
+                     approval_task_token = CASE WHEN ?4 THEN NULL ELSE approval_task_token END \
+                     WHERE order_id = ?1 AND cancellation IS NULL \
+                     AND shipping_started_at IS NULL",
+                )?
+                .execute(params![id.as_str(), cancellation, now(), token.is_some()])?;
+            if changed != 1 {
+                // The transaction holds the write lock since the read, so this is a bug.
+                return Err(StoreError::Internal(format!("cancellation of {id} raced")));
+            }
+            let order = load_existing(&tx, &id)?;
+            tx.commit()?;
+            Ok(CancelRequested::Recorded {
+                order,
+                task_token: token,
+            })
+        })
+        .await
+    }
+
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET shipping_started_at = ?2, updated_at = ?3 \
+                   WHERE order_id = ?1 AND shipping_started_at IS NULL AND cancellation IS NULL \
+                   AND status NOT IN (?4, ?5, ?6)";
+        let values = vec![
+            ts(at).into(),
+            now().into(),
+            OrderStatus::Compensating.as_str().to_owned().into(),
+            OrderStatus::Cancelled.as_str().to_owned().into(),
+            OrderStatus::CompensationFailed.as_str().to_owned().into(),
+        ];
+        update_and_load(self, id, sql.to_owned(), values).await
     }
 
     async fn expire_approval(

@@ -185,6 +185,12 @@ CREATE INDEX reservations_by_created ON reservations (created_at, order_id);
 CREATE INDEX sandbox_charges_by_created ON sandbox_charges (created_at, idempotency_key);
 CREATE INDEX sandbox_refunds_by_created ON sandbox_refunds (created_at, idempotency_key);
 "#,
+    // 15: a request to cancel the order (JSON, written once) and when its shipment step began
+    // (the point of no return): of the two, the first written excludes the other.
+    r#"
+ALTER TABLE orders ADD COLUMN cancellation TEXT;
+ALTER TABLE orders ADD COLUMN shipping_started_at TEXT;
+"#,
 ];
 
 /// The schema version this build writes.

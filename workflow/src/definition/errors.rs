@@ -27,6 +27,9 @@ pub enum ErrorName {
     ShipmentUnavailable,
     /// An operator rejected the order.
     OrderRejected,
+    /// The order's client or an operator cancelled it before it shipped: the step that saw the
+    /// cancellation did nothing, and the compensation undoes what earlier steps did.
+    OrderCancelled,
     /// The approval window closed (at the deadline fixed when it opened) before an operator
     /// decided: the approval keeper fails the parked task with it.
     OrderApprovalExpired,
@@ -39,7 +42,7 @@ pub enum ErrorName {
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 13] = [
+    pub const ALL: [ErrorName; 14] = [
         ErrorName::InventoryOutOfStock,
         ErrorName::PaymentDeclined,
         ErrorName::PaymentUnavailable,
@@ -49,6 +52,7 @@ impl ErrorName {
         ErrorName::ShipmentRejected,
         ErrorName::ShipmentUnavailable,
         ErrorName::OrderRejected,
+        ErrorName::OrderCancelled,
         ErrorName::OrderApprovalExpired,
         ErrorName::OrderInvalid,
         ErrorName::StoreUnavailable,
@@ -66,6 +70,7 @@ impl ErrorName {
             ErrorName::ShipmentRejected => "Shipment.Rejected",
             ErrorName::ShipmentUnavailable => "Shipment.Unavailable",
             ErrorName::OrderRejected => "Order.Rejected",
+            ErrorName::OrderCancelled => "Order.Cancelled",
             ErrorName::OrderApprovalExpired => "Order.ApprovalExpired",
             ErrorName::OrderInvalid => "Order.Invalid",
             ErrorName::StoreUnavailable => "Store.Unavailable",

@@ -7,7 +7,7 @@
 //! closes the window: it fails the parked token with `Order.ApprovalExpired`, and the saga
 //! compensates. A decision after the deadline takes no effect and says so.
 
-use super::{OrderInput, attempt, failed, load_order, store_failed};
+use super::{OrderInput, attempt, cancelled, failed, load_order, store_failed};
 use crate::ErrorName;
 use crate::port::{WorkflowError, WorkflowPort};
 use crate::workers::{Step, StepOutcome, StepTask};
@@ -71,6 +71,11 @@ impl Step for AwaitApproval {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
         let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
+        // Cancelled while a token was out (or before the first park): the cancel's own answer
+        // to that token may have been lost.
+        if let Some(outcome) = cancelled(&order) {
+            return outcome;
+        }
         // A decision made while an earlier token was out: answer it now.
         match order.approval.as_ref().and_then(|a| a.decision) {
             Some(Decision::Approve) => {
@@ -120,7 +125,8 @@ impl Step for AwaitApproval {
             )
             .await
         {
-            Ok(_) => StepOutcome::Parked,
+            // A cancellation recorded since the order was read: nothing was parked.
+            Ok(order) => cancelled(&order).unwrap_or(StepOutcome::Parked),
             Err(e) => store_failed(&e),
         }
     }
@@ -140,6 +146,8 @@ pub enum DecisionResult {
     /// The approval window closed (its deadline passed) before the decision: it took no effect
     /// and the order is (or is about to be) cancelled.
     Expired(Order),
+    /// The order's cancellation came first: the decision took no effect.
+    Cancelled(Order),
     NotFound,
 }
 
@@ -181,6 +189,7 @@ pub async fn decide(
         Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
         Decided::Expired(o) => return Ok(DecisionResult::Expired(o)),
         Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
+        Decided::Cancelled(o) => return Ok(DecisionResult::Cancelled(o)),
     };
     let answered = match decision {
         Decision::Approve => {

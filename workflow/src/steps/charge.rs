@@ -4,7 +4,8 @@
 //! would come after the refund that was to undo it.
 
 use super::{
-    OrderInput, ProviderErrors, attempt, failed, gateway_failed, load_order, store_failed,
+    OrderInput, ProviderErrors, attempt, cancelled, failed, gateway_failed, load_order,
+    store_failed,
 };
 use crate::ErrorName;
 use crate::workers::{Step, StepOutcome, StepTask};
@@ -33,6 +34,9 @@ impl Step for ChargePayment {
                 ErrorName::OrderInvalid,
                 format!("order is {}; nothing is charged", order.status.as_str()),
             );
+        }
+        if let Some(outcome) = cancelled(&order) {
+            return outcome;
         }
         let request = ChargeRequest::for_order(&order);
         let charge = match self.ports.payments.charge(&request).await {

@@ -184,6 +184,13 @@ fn shipped(key: &str, shipment: &Shipment) -> Value {
     json!({ key: false, "reason": "the order had shipped; nothing is undone", "shipmentId": shipment.shipment_id })
 }
 
+/// `Order.Cancelled` when the order's cancellation is recorded: a forward step that sees it does
+/// nothing and fails, and the saga's Catch runs the compensation.
+pub fn cancelled(order: &Order) -> Option<StepOutcome> {
+    let cancellation = order.cancellation.as_ref()?;
+    Some(failed(ErrorName::OrderCancelled, cancellation.cause()))
+}
+
 /// Loads the order a task is about; a missing order is a bug, reported and never retried.
 pub async fn load_order(orders: &dyn OrderRepository, id: &OrderId) -> Result<Order, StepOutcome> {
     match orders.get(id).await {

@@ -1,6 +1,6 @@
 //! ReserveInventory: every line of the order or none, once per order.
 
-use super::{OrderInput, attempt, failed, load_order, store_failed};
+use super::{OrderInput, attempt, cancelled, failed, load_order, store_failed};
 use crate::ErrorName;
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
@@ -32,6 +32,9 @@ impl Step for ReserveInventory {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
         let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
+        if let Some(outcome) = cancelled(&order) {
+            return outcome;
+        }
         let reservation = match self
             .ports
             .inventory

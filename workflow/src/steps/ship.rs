@@ -1,9 +1,7 @@
 //! CreateShipment: one shipment per order; its stock leaves the warehouse and the order is done.
 
 use super::reserve::lines_of;
-use super::{
-    OrderInput, ProviderErrors, attempt, failed, gateway_failed, load_order, store_failed,
-};
+use super::{OrderInput, ProviderErrors, attempt, cancelled, failed, gateway_failed, store_failed};
 use crate::ErrorName;
 use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
@@ -26,7 +24,25 @@ pub struct CreateShipment {
 impl Step for CreateShipment {
     async fn run(&self, task: StepTask) -> StepOutcome {
         let input = attempt!(OrderInput::parse(&task));
-        let order = attempt!(load_order(self.ports.orders.as_ref(), &input.order_id).await);
+        // The point of no return, marked before the carrier is asked: from here on a
+        // cancellation is refused; one recorded first stops the shipment.
+        let order = match self
+            .ports
+            .orders
+            .start_shipment(&input.order_id, chrono::Utc::now())
+            .await
+        {
+            Ok(order) => order,
+            Err(store::StoreError::NotFound(what)) => {
+                return failed(ErrorName::OrderInvalid, format!("{what} does not exist"));
+            }
+            Err(e) => return store_failed(&e),
+        };
+        if order.shipping_started_at.is_none()
+            && let Some(outcome) = cancelled(&order)
+        {
+            return outcome;
+        }
         // A delivery that comes after the saga compensated is stale; the compensation also
         // voided the order's shipping, so the carrier would refuse it anyway.
         if order.status.is_compensation() {
