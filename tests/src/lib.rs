@@ -381,6 +381,19 @@ impl Server {
         assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     }
 
+    /// A SKU's `(available, reserved)` units.
+    pub async fn stock_of(&self, sku: &str) -> (u64, u64) {
+        let r = self
+            .request(Method::GET, &format!("/inventory/{sku}"), None)
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        let v = r.json();
+        (
+            v["available"].as_u64().unwrap(),
+            v["reserved"].as_u64().unwrap(),
+        )
+    }
+
     pub async fn place(&self, order: &Value) -> Reply {
         self.request(Method::POST, "/orders", Some(order)).await
     }

@@ -69,18 +69,6 @@ fn assert_idempotency_keys(stack: &AwsStack, path: &str, order_id: &str, key: &s
     );
 }
 
-async fn available(server: &Server, sku: &str) -> (u64, u64) {
-    let r = server
-        .request(Method::GET, &format!("/inventory/{sku}"), None)
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    let v = r.json();
-    (
-        v["available"].as_u64().unwrap(),
-        v["reserved"].as_u64().unwrap(),
-    )
-}
-
 async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
     a.stock("aws-book", 5, 1_500).await;
     let placed = a
@@ -107,7 +95,7 @@ async fn small_order_completes(stack: &AwsStack, a: &Server, b: &Server) {
         "aws-small",
         "charge:aws-small",
     );
-    assert_eq!(available(b, "aws-book").await, (3, 0));
+    assert_eq!(b.stock_of("aws-book").await, (3, 0));
     let history = a.history("aws-small").await;
     assert_eq!(
         history.first().map(String::as_str),
@@ -150,7 +138,7 @@ async fn large_order_is_approved(stack: &AwsStack, a: &Server, b: &Server) {
     assert_eq!(done["approval"]["decision"], "approve", "{done}");
     assert_eq!(stack.stripe.charges_of("aws-large"), 1);
     assert_eq!(stack.stripe.refunds_of("aws-large"), 0);
-    assert_eq!(available(a, "aws-piano").await, (0, 0));
+    assert_eq!(a.stock_of("aws-piano").await, (0, 0));
 }
 
 /// Cancelled on one replica while it waits for approval on the other: the token is failed, the
@@ -184,7 +172,7 @@ async fn parked_order_is_cancelled(stack: &AwsStack, a: &Server, b: &Server) {
     assert_eq!(done["failure"]["error"], "Order.Cancelled", "{done}");
     assert_eq!(done["reservation"]["status"], "RELEASED", "{done}");
     assert_eq!(stack.stripe.refunds_of("aws-cancelled"), 1);
-    assert_eq!(available(b, "aws-drum").await, (1, 0), "the stock is back");
+    assert_eq!(b.stock_of("aws-drum").await, (1, 0), "the stock is back");
     let history = a.history("aws-cancelled").await;
     assert!(
         !history.iter().any(|e| e == "ExecutionAborted"),
@@ -227,7 +215,7 @@ async fn declined_card_is_compensated(stack: &AwsStack, a: &Server, b: &Server) 
     assert!(cancelled["payment"].is_null(), "{cancelled}");
     assert_eq!(stack.stripe.charges_of("aws-declined"), 0);
     assert_eq!(
-        available(a, "aws-lamp").await,
+        a.stock_of("aws-lamp").await,
         (3, 0),
         "the stock is released"
     );
@@ -269,7 +257,7 @@ async fn rejected_approval_is_compensated(stack: &AwsStack, a: &Server, b: &Serv
     assert_eq!(stack.stripe.refunds_of("aws-rejected"), 1);
     assert_idempotency_keys(stack, "/v1/refunds", "aws-rejected", "refund:aws-rejected");
     assert_eq!(
-        available(b, "aws-organ").await,
+        b.stock_of("aws-organ").await,
         (1, 0),
         "the stock is released"
     );
@@ -300,7 +288,7 @@ async fn expired_approval_window_is_compensated(stack: &AwsStack, hasty: &Server
     );
     assert_eq!(stack.stripe.refunds_of("aws-expired"), 1);
     assert_eq!(
-        available(b, "aws-harp").await,
+        b.stock_of("aws-harp").await,
         (1, 0),
         "the stock is released"
     );
@@ -332,7 +320,7 @@ async fn replays_and_conflicts(stack: &AwsStack, a: &Server, b: &Server) {
         "the conflict changed nothing: {done}"
     );
     assert_eq!(stack.stripe.charges_of("aws-replayed"), 1);
-    assert_eq!(available(a, "aws-pen").await, (9, 0));
+    assert_eq!(a.stock_of("aws-pen").await, (9, 0));
 }
 
 /// The trust boundaries with `--backend aws`, across two replicas: a client reads only its own
@@ -493,7 +481,7 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     let none = a.request(Method::GET, "/orders/aws-cheap", None).await;
     assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.text);
     // Five on the shelf; Alice's order takes one (held or shipped by now), the refusal none.
-    let (available, _) = available(&a, "aws-trust-book").await;
+    let (available, _) = a.stock_of("aws-trust-book").await;
     assert!(available >= 4, "the refusal took stock: {available} left");
 
     // Revoked in the table: replica b, which checked the spare key a moment ago, refuses it

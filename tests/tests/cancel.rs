@@ -21,18 +21,6 @@ async fn cancel(server: &Server, order_id: &str, body: &Value, key: &str) -> Rep
         .await
 }
 
-async fn stock_of(server: &Server, sku: &str) -> (u64, u64) {
-    let r = server
-        .request(Method::GET, &format!("/inventory/{sku}"), None)
-        .await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-    let v = r.json();
-    (
-        v["available"].as_u64().unwrap(),
-        v["reserved"].as_u64().unwrap(),
-    )
-}
-
 fn assert_audit_clean(db: &Db) {
     let audit = Audit::run(audit_command(db));
     assert_eq!(audit.code, Some(0), "{audit:?}");
@@ -130,11 +118,7 @@ async fn a_client_cancels_its_order_waiting_for_approval_and_gets_money_and_stoc
     assert_eq!(done["refund"]["amountCents"], 450_000, "{done}");
     assert_eq!(done["reservation"]["status"], "RELEASED", "{done}");
     assert!(done["approval"]["decision"].is_null(), "{done}");
-    assert_eq!(
-        stock_of(&server, "piano").await,
-        (1, 0),
-        "the stock is back"
-    );
+    assert_eq!(server.stock_of("piano").await, (1, 0), "the stock is back");
     let history = server.history("c-parked").await;
     assert!(
         !history.iter().any(|e| e == "ExecutionAborted"),
@@ -344,7 +328,7 @@ async fn cancel_and_approve_race_one_wins_and_the_books_agree() {
         outcomes.push((id, won));
     }
     ends_as_answered(&server, &outcomes).await;
-    let (available, reserved) = stock_of(&server, "organ").await;
+    let (available, reserved) = server.stock_of("organ").await;
     let cancelled = outcomes.iter().filter(|(_, c)| *c).count() as u64;
     assert_eq!((available, reserved), (cancelled, 0), "{outcomes:?}");
     assert_audit_clean(&db);
@@ -378,7 +362,7 @@ async fn cancels_racing_the_saga_either_stop_it_or_are_told_it_shipped() {
         outcomes.push((id, cancel_won(&reply)));
     }
     ends_as_answered(&server, &outcomes).await;
-    let (available, reserved) = stock_of(&server, "pen").await;
+    let (available, reserved) = server.stock_of("pen").await;
     let cancelled = outcomes.iter().filter(|(_, c)| *c).count() as u64;
     assert_eq!((available, reserved), (cancelled, 0), "{outcomes:?}");
     assert_audit_clean(&db);
@@ -432,6 +416,6 @@ async fn two_cancels_at_once_record_one_and_replay_the_other() {
         metrics.contains("fulfillment_cancel_requests_total{outcome=\"accepted\"} 10"),
         "{metrics}"
     );
-    assert_eq!(stock_of(&server, "harp").await, (10, 0));
+    assert_eq!(server.stock_of("harp").await, (10, 0));
     assert_audit_clean(&db);
 }

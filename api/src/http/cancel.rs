@@ -5,14 +5,10 @@
 use super::AppState;
 use super::auth::Caller;
 use super::extract::{JsonBody, PathParam};
-use super::orders::{
-    IDEMPOTENT_REPLAYED, OrderStatusView, find_own_order, status_url, status_view,
-};
+use super::orders::{OrderStatusView, accepted_at_status, find_own_order, status_view};
 use super::problem::{Problem, ProblemKind};
 use super::validate;
-use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -61,24 +57,10 @@ impl CancellationView {
 
 /// The order's status, `202` with `Location` (its status URL), marked as a replay when it is one.
 async fn accepted(state: &AppState, order: &Order, caller: &Caller, replayed: bool) -> Response {
-    let view = match status_view(state, order, caller).await {
-        Ok(view) => view,
-        Err(problem) => return problem.into_response(),
-    };
-    let location =
-        HeaderValue::from_str(&status_url(order.id())).unwrap_or(HeaderValue::from_static("/"));
-    let mut response = (
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, location)],
-        Json(view),
-    )
-        .into_response();
-    if replayed {
-        response
-            .headers_mut()
-            .insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
+    match status_view(state, order, caller).await {
+        Ok(view) => accepted_at_status(order.id(), view, replayed),
+        Err(problem) => problem.into_response(),
     }
-    response
 }
 
 /// Cancel an order.

@@ -437,14 +437,19 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
         .clone()
         .unwrap_or_else(|| state.workflow.execution_arn(order.id().as_str()));
     Span::current().record("execution_arn", arn.as_str());
-    let url = status_url(order.id());
-    let location = HeaderValue::from_str(&url).unwrap_or(HeaderValue::from_static("/"));
     let body = OrderAccepted {
         order_id: order.id().to_string(),
         execution_arn: arn,
         status: order.status.into(),
-        status_url: url,
+        status_url: status_url(order.id()),
     };
+    accepted_at_status(order.id(), body, replayed)
+}
+
+/// `202 Accepted` with `body`, `Location` the order's status URL (where the operation's progress
+/// is polled), and `Idempotent-Replayed: true` when it repeats an earlier request.
+pub(super) fn accepted_at_status(id: &OrderId, body: impl Serialize, replayed: bool) -> Response {
+    let location = HeaderValue::from_str(&status_url(id)).unwrap_or(HeaderValue::from_static("/"));
     let mut response = (
         StatusCode::ACCEPTED,
         [(header::LOCATION, location)],
