@@ -10,7 +10,10 @@
 use crate::ErrorName;
 use crate::port::{WorkflowError, WorkflowPort};
 use crate::steps::approval::DecideError;
-use store::{CancelRequested, Cancellation, Failure, Order, OrderId, OrderRepository, OrderStatus};
+use store::{
+    CancelRequested, Cancellation, Failure, Order, OrderId, OrderRepository, OrderStatus,
+    StoreError,
+};
 
 /// What a cancel request came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,14 +38,14 @@ pub async fn cancel(
     id: &OrderId,
     request: &Cancellation,
 ) -> Result<CancelResult, DecideError> {
-    if orders.get(id).await?.is_none() {
-        return Ok(CancelResult::NotFound);
-    }
-    let (order, token) = match orders.request_cancel(id, request).await? {
-        CancelRequested::Recorded { order, task_token } => (order, task_token),
-        CancelRequested::Replayed(o) => return Ok(CancelResult::Replayed(o)),
-        CancelRequested::TooLate(o) => return Ok(CancelResult::TooLate(o)),
-        CancelRequested::Ended(o) => return Ok(CancelResult::Ended(o)),
+    // The conditional write reads the order itself: an unknown one is its `NotFound`.
+    let (order, token) = match orders.request_cancel(id, request).await {
+        Ok(CancelRequested::Recorded { order, task_token }) => (order, task_token),
+        Ok(CancelRequested::Replayed(o)) => return Ok(CancelResult::Replayed(o)),
+        Ok(CancelRequested::TooLate(o)) => return Ok(CancelResult::TooLate(o)),
+        Ok(CancelRequested::Ended(o)) => return Ok(CancelResult::Ended(o)),
+        Err(StoreError::NotFound(_)) => return Ok(CancelResult::NotFound),
+        Err(e) => return Err(e.into()),
     };
     let Some(token) = token else {
         return Ok(CancelResult::Accepted(order));

@@ -302,6 +302,12 @@ pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository
             .await
             .map(drop)
     ));
+    assert!(not_found(
+        repo.request_cancel(&id, &cancellation(None, now()))
+            .await
+            .map(drop)
+    ));
+    assert!(not_found(repo.start_shipment(&id, now()).await.map(drop)));
     assert_eq!(
         repo.get(&id).await.expect("get"),
         None,

@@ -347,9 +347,10 @@ impl DynamoStore {
     }
 }
 
-/// How often `decide` tries again when the order changed between its read and its write (a
-/// token re-parked, another decision); each try reads the order as the refusal found it.
-const DECIDE_ATTEMPTS: u32 = 5;
+/// How often `decide` and `request_cancel` try again when the order changed between their read
+/// and their write (a token re-parked, another decision, a cancellation); each try reads the
+/// order as the refusal found it.
+const CONDITIONAL_ATTEMPTS: u32 = 5;
 
 impl DynamoStore {
     /// Puts the order unless its id exists, with its execution's ARN when known.
@@ -696,7 +697,7 @@ impl OrderRepository for DynamoStore {
         at: DateTime<Utc>,
     ) -> Result<Decided, StoreError> {
         let mut order = self.existing_order(id).await?;
-        for _ in 0..DECIDE_ATTEMPTS {
+        for _ in 0..CONDITIONAL_ATTEMPTS {
             let (token, status) = match DecisionPlan::new(order, decision, at) {
                 DecisionPlan::Answer(answer) => return Ok(*answer),
                 DecisionPlan::Record { token, status } => (token, status),
@@ -746,7 +747,7 @@ impl OrderRepository for DynamoStore {
         request: &Cancellation,
     ) -> Result<CancelRequested, StoreError> {
         let mut order = self.existing_order(id).await?;
-        for _ in 0..DECIDE_ATTEMPTS {
+        for _ in 0..CONDITIONAL_ATTEMPTS {
             let status = order.status;
             let token = match CancelPlan::new(order) {
                 CancelPlan::Answer(answer) => return Ok(*answer),
