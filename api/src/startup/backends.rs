@@ -283,8 +283,11 @@ pub async fn aws_sdk_config(aws: &AwsSettings) -> Result<aws_config::SdkConfig, 
     Ok(config)
 }
 
-/// The AWS backend's two services, each checked once (a wrong endpoint, table or credential
-/// fails the start, not the first order).
+/// How often the start probes the AWS backend before it gives up.
+const START_PROBE_ATTEMPTS: u32 = 5;
+
+/// The AWS backend's two services, each checked at the start (a wrong endpoint, table or
+/// credential fails the start, not the first order; a passing blip does not).
 pub(super) async fn connect_aws(
     settings: &BackendSettings,
 ) -> Result<(AwsWorkflow, DynamoStore), StartupError> {
@@ -302,11 +305,19 @@ pub(super) async fn connect_aws(
         aws_sdk_dynamodb::Client::new(&sdk),
         settings.aws.table.clone(),
     );
-    if let Err(unready) = http::health::probe(&store, &workflow).await {
-        return Err(StartupError::AwsUnreachable {
-            what: unready.what,
-            reason: unready.error,
-        });
+    // A dependency that blips (a dropped connection, a throttle) while a replica restarts must
+    // not keep it down: a few tries, half a second apart, before the start fails.
+    let mut attempt = 1;
+    while let Err(unready) = http::health::probe(&store, &workflow).await {
+        if attempt == START_PROBE_ATTEMPTS {
+            return Err(StartupError::AwsUnreachable {
+                what: unready.what,
+                reason: unready.error,
+            });
+        }
+        tracing::warn!(what = unready.what, error = %unready.error, attempt, "the AWS backend did not answer; trying again");
+        attempt += 1;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tracing::info!(
         state_machine = %arn,
