@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
-    NewOrder, OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval,
-    QueueCursor, Refund, Resolved, StoreError,
+    NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
+    PendingApproval, QueueCursor, Refund, Resolved, StoreError,
 };
 
 pub struct CountedOrders {
@@ -179,5 +179,14 @@ impl OrderRepository for CountedOrders {
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
         self.orders.list_orders(since, after, limit).await
+    }
+
+    async fn find_orders(
+        &self,
+        filter: &OrderFilter,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        self.orders.find_orders(filter, after, limit).await
     }
 }

@@ -100,6 +100,13 @@ fn the_service_may_poll_every_activity_and_nothing_else() {
         block.contains("Resource: !Sub \"${Table.Arn}/index/open-incidents\"\n"),
         "{block}"
     );
+    // Every index is queried by the service (the queues, the repair loop, GET /orders).
+    for (index, _, _) in store::dynamodb::INDEXES {
+        assert!(
+            block.contains(&format!("!Sub \"${{Table.Arn}}/index/{index}\"\n")),
+            "the service may not query {index}: {block}"
+        );
+    }
     // The repair loop's frequent passes query what was created within their window.
     assert!(
         block.contains("Resource: !Sub \"${Table.Arn}/index/created\"\n"),

@@ -35,6 +35,11 @@ impl OrderId {
         &self.0
     }
 
+    /// The empty id, below every order's: a bound of a listing's position, never an order.
+    pub(crate) fn lowest() -> OrderId {
+        OrderId(String::new())
+    }
+
     /// Idempotency key of the order's charge.
     pub fn charge_key(&self) -> String {
         format!("charge:{}", self.0)

@@ -407,6 +407,75 @@ pub trait OrderRepository: Send + Sync {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError>;
+
+    /// The orders `filter` selects, newest first (by creation time, then id, both descending),
+    /// a page of at most `limit` after the cursor `after` (the position of the last order
+    /// examined: its creation time and id). A page examines at most [`FIND_EXAMINED`] orders of
+    /// the owner's (or, without one, of all) in the creation window, so a rare status costs a
+    /// bounded read per page: a page may then hold fewer than `limit` orders, even none, and
+    /// still have a `next`. Orders created while a listing runs, newer than its first page,
+    /// appear on no page of it; for `GET /orders` and the console.
+    async fn find_orders(
+        &self,
+        filter: &OrderFilter,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError>;
+}
+
+/// The most orders one page of [`OrderRepository::find_orders`] reads to fill itself.
+pub const FIND_EXAMINED: u32 = 1000;
+
+/// Which orders [`OrderRepository::find_orders`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrderFilter {
+    /// Only the orders this principal placed (a client's own); `None`: every order.
+    pub owner: Option<String>,
+    /// Only the orders in this status now.
+    pub status: Option<OrderStatus>,
+    /// Only the orders created at or after this.
+    pub created_since: Option<DateTime<Utc>>,
+    /// Only the orders created before this.
+    pub created_until: Option<DateTime<Utc>>,
+}
+
+impl OrderFilter {
+    /// Whether `order` is one the filter selects (the adapters read by owner and creation
+    /// window through an index, then test the rest with this).
+    pub fn selects(&self, order: &Order) -> bool {
+        let at = order.new.created_at;
+        self.owner
+            .as_ref()
+            .is_none_or(|o| order.new.owner.as_ref() == Some(o))
+            && self.status.is_none_or(|s| order.status == s)
+            && self.created_since.is_none_or(|t| at >= t)
+            && self.created_until.is_none_or(|t| at < t)
+    }
+
+    /// The newest position a listing of this filter starts below (exclusive): `created_until`
+    /// (nothing at it is selected), or after the cursor `after`, whichever is older. `None`:
+    /// from the newest order.
+    pub fn start(&self, after: Option<&QueueCursor>) -> Option<QueueCursor> {
+        let until = self.created_until.map(|t| QueueCursor {
+            at: crate::timestamp(t),
+            // Below every id at that time ("" is less than any id, and the cursor is exclusive).
+            order_id: OrderId::lowest(),
+        });
+        match (until, after.cloned()) {
+            (Some(u), Some(a)) => Some(u.min(a)),
+            (u, a) => u.or(a),
+        }
+    }
+}
+
+impl QueueCursor {
+    /// The position of `order` in a listing by creation time: its `created_at` and id.
+    pub fn of_created(order: &Order) -> QueueCursor {
+        QueueCursor {
+            at: crate::timestamp(order.new.created_at),
+            order_id: order.id().clone(),
+        }
+    }
 }
 
 /// What resolving an incident did.

@@ -467,6 +467,14 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     assert_eq!(taken.status, StatusCode::CONFLICT, "{}", taken.text);
     assert_eq!(taken.problem().as_deref(), Some("order-id-taken"));
     assert!(!taken.text.contains("alice-shop"), "{}", taken.text);
+    // Listings: alice's own on either replica, none of hers in bob's, all in an operator's.
+    assert_eq!(listed(&b, &alice_spare).await, ["aws-alice-1"]);
+    assert!(listed(&a, &bob).await.is_empty());
+    assert!(
+        listed(&a, blackbox::TOKEN)
+            .await
+            .contains(&"aws-alice-1".to_owned())
+    );
 
     // A price the catalog does not say: refused, nothing stored on either replica.
     let cheap = order("aws-cheap", "aws-trust-book", 3, 1, "pm_card_visa");
@@ -545,6 +553,20 @@ async fn trust_boundaries_hold_across_replicas_on_the_aws_backend() {
     for replica in [a, b] {
         replica.stop();
     }
+}
+
+/// The ids of the first page of `GET /orders` for `key`.
+async fn listed(server: &Server, key: &str) -> Vec<String> {
+    let r = server
+        .send(Method::GET, "/orders?limit=100", None, Some(key))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    r.json()["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| o["orderId"].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// A gauge or counter of a replica's `/metrics`.

@@ -157,6 +157,25 @@ async fn the_readme_walk_through_works_over_http() {
     assert_eq!(shipped.status, StatusCode::CONFLICT, "{}", shipped.text);
     assert_eq!(shipped.problem().as_deref(), Some("order-shipped"));
 
+    // The client's cancelled orders, newest first: the one it cancelled, then the declined one.
+    let listed = server
+        .send(
+            Method::GET,
+            "/orders?status=CANCELLED&limit=2",
+            None,
+            Some(&shop),
+        )
+        .await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+    let body = listed.json();
+    let ids: Vec<&str> = body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|o| o["orderId"].as_str())
+        .collect();
+    assert_eq!(ids, ["walk-cancelled", "walk-declined"], "{}", listed.text);
+
     // The same order again replays: same answer, same execution.
     let again = server.place_as(&small, &shop).await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);

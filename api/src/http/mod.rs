@@ -9,6 +9,7 @@ pub mod extract;
 pub mod health;
 pub mod incidents;
 pub mod inventory;
+pub mod listing;
 pub mod metrics;
 pub mod openapi;
 pub mod orders;
@@ -111,7 +112,7 @@ pub fn router(state: AppState) -> Router {
     let swagger = SwaggerUi::new("/docs").config(Config::from("/openapi.json"));
     Router::new()
         .route("/", get(health::index))
-        .route("/orders", post(orders::place))
+        .route("/orders", post(orders::place).get(listing::list))
         .route("/orders/{order_id}", get(orders::get_order))
         .route("/orders/{order_id}/status", get(orders::status))
         .route("/orders/{order_id}/history", get(orders::history))

@@ -3,7 +3,7 @@
 //! Swagger UI (vendored assets) at `/docs`.
 
 use super::problem::{FieldError, Problem, ProblemKind};
-use super::{approvals, cancel, health, incidents, inventory, orders};
+use super::{approvals, cancel, health, incidents, inventory, listing, orders};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
@@ -131,6 +131,7 @@ impl Modify for ProblemTypes {
     paths(
         health::index,
         orders::place,
+        listing::list,
         orders::get_order,
         orders::status,
         orders::history,

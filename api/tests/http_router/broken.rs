@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
-    NewOrder, OperatorAction, Order, OrderId, OrderRepository, OrderStatus, Page, PendingApproval,
-    QueueCursor, Refund, Resolved, StoreError,
+    NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
+    PendingApproval, QueueCursor, Refund, Resolved, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -132,6 +132,15 @@ impl OrderRepository for Broken {
         &self,
         _: Option<DateTime<Utc>>,
         _: Option<&str>,
+        _: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        self.fail().await
+    }
+
+    async fn find_orders(
+        &self,
+        _: &OrderFilter,
+        _: Option<&QueueCursor>,
         _: u32,
     ) -> Result<Page<Order>, StoreError> {
         self.fail().await

@@ -203,6 +203,7 @@ macro_rules! contract_suite {
             a_decision_after_the_deadline_is_expired,
             an_expiry_closes_only_an_undecided_window_past_its_deadline,
             listing_pages_cover_every_order_once,
+            finding_orders_lists_newest_first_by_owner_status_and_window,
             an_incident_keeps_its_first_time_and_closes_with_the_end,
             resolving_closes_an_open_incident_once,
             actions_are_appended_in_order,

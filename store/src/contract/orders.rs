@@ -4,7 +4,7 @@
 //! shipment's start.
 
 use super::{
-    all_pages, covered_once, covered_since, failure, moment_apart, new_order, now, order_id,
+    all_pages, covered_once, covered_since, failure, moment_apart, new_order, now, order_id, unique,
 };
 use crate::domain::*;
 use crate::error::StoreError;
@@ -647,6 +647,104 @@ pub async fn listing_pages_cover_every_order_once(repo: &dyn OrderRepository) {
     .await;
     let keys: Vec<String> = listed.iter().map(|o| o.id().to_string()).collect();
     covered_since(&keys, &later, &our_keys);
+}
+
+/// `find_orders` lists an owner's orders newest first, each once across pages, never another
+/// owner's; status and creation window filter them; without an owner, every order is listed.
+pub async fn finding_orders_lists_newest_first_by_owner_status_and_window(
+    repo: &dyn OrderRepository,
+) {
+    let (owner, other) = (unique("shop"), unique("shop"));
+    // A second apart, an hour ago: the order of creation is unambiguous.
+    let base = now() - Duration::hours(1);
+    let at = |i: i64| base + Duration::seconds(i);
+    let mut ours = Vec::new();
+    for i in 0..7 {
+        let id = order_id("found");
+        let mut order = new_order(&id);
+        order.owner = Some(owner.clone());
+        order.created_at = at(2 * i);
+        repo.create(order).await.expect("create");
+        // Another client's order in between each of ours.
+        let mut theirs = new_order(&order_id("theirs"));
+        theirs.owner = Some(other.clone());
+        theirs.created_at = at(2 * i + 1);
+        repo.create(theirs).await.expect("create");
+        ours.push(id);
+    }
+    for i in [1, 4] {
+        repo.advance(&ours[i], OrderStatus::Reserved, None)
+            .await
+            .expect("advance");
+    }
+    let find = |filter: OrderFilter, limit: u32| async move {
+        let filter = &filter;
+        all_pages(limit, |after| async move {
+            let after = after.map(|a| QueueCursor::parse(&a).expect("a page's next is a cursor"));
+            repo.find_orders(filter, after.as_ref(), limit).await
+        })
+        .await
+    };
+    let ids =
+        |orders: Vec<Order>| -> Vec<OrderId> { orders.iter().map(|o| o.id().clone()).collect() };
+    let newest_first: Vec<OrderId> = ours.iter().rev().cloned().collect();
+    let mine = OrderFilter {
+        owner: Some(owner.clone()),
+        ..OrderFilter::default()
+    };
+    let listed = find(mine.clone(), 3).await;
+    assert!(
+        listed.iter().any(|o| o.status == OrderStatus::Reserved),
+        "as they are now"
+    );
+    assert_eq!(ids(listed), newest_first, "newest first, each once");
+
+    let reserved = OrderFilter {
+        status: Some(OrderStatus::Reserved),
+        ..mine.clone()
+    };
+    assert_eq!(
+        ids(find(reserved, 1).await),
+        vec![ours[4].clone(), ours[1].clone()]
+    );
+
+    let window = OrderFilter {
+        created_since: Some(at(2)),
+        created_until: Some(at(8)),
+        ..mine.clone()
+    };
+    assert_eq!(
+        ids(find(window, 2).await),
+        vec![ours[3].clone(), ours[2].clone(), ours[1].clone()],
+        "since inclusive, until exclusive"
+    );
+
+    // Every order (an operator's listing): ours and theirs, interleaved, newest first.
+    let everyone = OrderFilter {
+        created_since: Some(at(0)),
+        created_until: Some(at(14)),
+        ..OrderFilter::default()
+    };
+    let listed = find(everyone, 4).await;
+    let seen: Vec<OrderId> = listed
+        .iter()
+        .filter(|o| o.new.owner.as_deref() == Some(owner.as_str()))
+        .map(|o| o.id().clone())
+        .collect();
+    assert_eq!(seen, newest_first);
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|o| o.new.owner.as_deref() == Some(other.as_str()))
+            .count(),
+        7
+    );
+    assert!(
+        listed
+            .windows(2)
+            .all(|w| (w[0].new.created_at, w[0].id()) > (w[1].new.created_at, w[1].id())),
+        "newest first"
+    );
 }
 
 fn incident(step: &str, since: chrono::DateTime<chrono::Utc>) -> Incident {

@@ -37,6 +37,7 @@ mod keys;
 mod labels;
 mod lease;
 mod ledger;
+mod newest;
 mod orders;
 pub mod table;
 

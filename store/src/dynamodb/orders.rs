@@ -17,15 +17,17 @@ use super::codec::{Fields, Item, json, n, s, ts};
 use super::created::created_shard;
 use super::table::{
     APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, CREATED_SHARD, INCIDENT_QUEUE,
-    INCIDENT_SINCE, OPEN, OPEN_INCIDENTS_INDEX, PARTITION_KEY, PENDING_APPROVALS_INDEX,
-    approval_queue, approval_queue_of, prefix,
+    INCIDENT_SINCE, LIST_SHARD, OPEN, OPEN_INCIDENTS_INDEX, OWNER_SHARD, OWNER_SHARDS,
+    PARTITION_KEY, PENDING_APPROVALS_INDEX, approval_queue, approval_queue_of, list_shard,
+    owner_shard, prefix, shard_of,
 };
 use super::{DynamoStore, Written, error::sdk};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, OrderRepository, Page,
-    PendingApproval, QueueCursor, Resolved, warn_if_other_charge,
+    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
+    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved,
+    warn_if_other_charge,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -120,8 +122,14 @@ fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreErr
         ("status".to_owned(), s(OrderStatus::Accepted.as_str())),
         ("updated_at".to_owned(), ts(now)),
     ]);
+    let shard = shard_of(order.order_id.as_str());
+    item.insert(LIST_SHARD.to_owned(), s(list_shard(shard)));
     if let Some(owner) = &order.owner {
         item.insert("owner".to_owned(), s(owner));
+        item.insert(
+            OWNER_SHARD.to_owned(),
+            s(owner_shard(owner, shard % OWNER_SHARDS)),
+        );
     }
     Ok(item)
 }
@@ -915,6 +923,55 @@ impl OrderRepository for DynamoStore {
         };
         let items = items.iter().map(order_from).collect::<Result<_, _>>()?;
         Ok(Page { items, next })
+    }
+
+    /// Merged pages of the owner's (or every order's) index shards (`newest.rs`), each order
+    /// read again consistently and tested against the filter, until the page is full or
+    /// [`FIND_EXAMINED`] entries were read.
+    async fn find_orders(
+        &self,
+        filter: &OrderFilter,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let limit = limit.clamp(1, 100);
+        let mut start = filter.start(after);
+        let (mut items, mut examined) = (Vec::new(), 0);
+        loop {
+            let wanted = if filter.status.is_some() { 100 } else { limit };
+            let (positions, next) = self
+                .newest_positions(
+                    filter.owner.as_deref(),
+                    start.as_ref(),
+                    filter.created_since,
+                    wanted,
+                )
+                .await?;
+            let pks: Vec<String> = positions.iter().map(|p| order_pk(&p.order_id)).collect();
+            let now = self.get_items(&pks).await?;
+            for (position, pk) in positions.iter().zip(&pks) {
+                examined += 1;
+                start = Some(position.clone());
+                let Some(item) = now.get(pk) else { continue };
+                let order = order_from(item)?;
+                if filter.selects(&order) {
+                    items.push(order);
+                    if items.len() == limit as usize {
+                        break;
+                    }
+                }
+            }
+            let full = items.len() == limit as usize;
+            if full || next.is_none() || examined >= FIND_EXAMINED {
+                // Full: below the last order; else below what the shards were read down to.
+                let next = if full { start } else { next };
+                return Ok(Page {
+                    items,
+                    next: next.map(|n| n.to_string()),
+                });
+            }
+            start = next;
+        }
     }
 }
 

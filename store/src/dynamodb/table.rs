@@ -6,10 +6,12 @@
 //! |---|---|
 //! | billing | `PAY_PER_REQUEST` |
 //! | key | [`PARTITION_KEY`] `pk` (S, HASH); no sort key |
-//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S, `created_shard` S, `created_at` S |
+//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S, `created_shard` S, `created_at` S, `list_shard` S, `owner_shard` S |
 //! | index | [`PENDING_APPROVALS_INDEX`] `pending-approvals`: [`APPROVAL_QUEUE`] (S, HASH), [`APPROVAL_REQUESTED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`OPEN_INCIDENTS_INDEX`] `open-incidents`: [`INCIDENT_QUEUE`] (S, HASH), [`INCIDENT_SINCE`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`CREATED_INDEX`] `created`: [`CREATED_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`NEWEST_INDEX`] `orders-newest`: [`LIST_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`OWNER_INDEX`] `orders-by-owner`: [`OWNER_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //!
 //! The index is sparse: only an order awaiting a decision with a parked token carries
 //! `approval_queue`, so the index holds exactly the operators' queue. Its hash key is one of
@@ -26,6 +28,11 @@
 //! `created` is sparse too: orders, reservations and the sandbox's charges and refunds carry
 //! `created_shard` from when they are put (items put before it existed do not), so the repair
 //! loop lists what was created since a moment without scanning the table (`created.rs`).
+//!
+//! `orders-newest` and `orders-by-owner` hold every order, and every order with an owner, by
+//! creation time in shards (16 and 4 per owner) that a listing merges newest first
+//! (`newest.rs`). Their keys never change after the put, so an order's later writes cost
+//! the indexes nothing. Orders put before they existed carry neither key and are not listed.
 
 use super::error::sdk;
 use crate::error::StoreError;
@@ -82,6 +89,30 @@ pub const CREATED_SHARDS: u32 = 16;
 /// The [`CREATED_INDEX`] shard of an item with key `key` (an order id, an idempotency key).
 pub fn shard_of(key: &str) -> u32 {
     hash(key) % CREATED_SHARDS
+}
+
+/// The index of every order, newest first (`GET /orders` for operators; `newest.rs`).
+pub const NEWEST_INDEX: &str = "orders-newest";
+/// Hash key of [`NEWEST_INDEX`]: `ORDERS#{shard}`, one of [`CREATED_SHARDS`] by a hash of the
+/// order id, set when the order is put; range key [`CREATED_AT`].
+pub const LIST_SHARD: &str = "list_shard";
+/// The index of each client's orders, newest first (`GET /orders` for clients; `newest.rs`).
+pub const OWNER_INDEX: &str = "orders-by-owner";
+/// Hash key of [`OWNER_INDEX`]: `{owner}#{shard}`, one of [`OWNER_SHARDS`] by a hash of the
+/// order id, set when an order with an owner is put; range key [`CREATED_AT`].
+pub const OWNER_SHARD: &str = "owner_shard";
+/// How many shards each owner's orders are split into in [`OWNER_INDEX`]: an index partition
+/// takes about 1,000 writes a second, so a client may place about four times that.
+pub const OWNER_SHARDS: u32 = 4;
+
+/// The [`LIST_SHARD`] of shard `shard`.
+pub fn list_shard(shard: u32) -> String {
+    format!("ORDERS#{shard}")
+}
+
+/// The [`OWNER_SHARD`] of shard `shard` of `owner`'s orders.
+pub fn owner_shard(owner: &str, shard: u32) -> String {
+    format!("{owner}#{shard}")
 }
 
 /// The [`APPROVAL_QUEUE`] value of shard `shard`: `PENDING#{shard}`, and for the shard after
@@ -141,7 +172,7 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(300);
 
 /// The table's indexes: name, hash key, range key. Each projects its keys only
 /// ([`PENDING_APPROVALS_PROJECTION`]): readers fetch the items themselves, consistently.
-pub const INDEXES: [(&str, &str, &str); 3] = [
+pub const INDEXES: [(&str, &str, &str); 5] = [
     (
         PENDING_APPROVALS_INDEX,
         APPROVAL_QUEUE,
@@ -149,6 +180,8 @@ pub const INDEXES: [(&str, &str, &str); 3] = [
     ),
     (OPEN_INCIDENTS_INDEX, INCIDENT_QUEUE, INCIDENT_SINCE),
     (CREATED_INDEX, CREATED_SHARD, CREATED_AT),
+    (NEWEST_INDEX, LIST_SHARD, CREATED_AT),
+    (OWNER_INDEX, OWNER_SHARD, CREATED_AT),
 ];
 
 fn key(name: &str, key_type: KeyType) -> Result<KeySchemaElement, StoreError> {
@@ -191,11 +224,15 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         .billing_mode(BillingMode::PayPerRequest)
         .key_schema(key(PARTITION_KEY, KeyType::Hash)?)
         .attribute_definitions(string_attribute(PARTITION_KEY)?);
+    // Each attribute defined once, however many indexes key on it.
+    let mut defined = std::collections::BTreeSet::new();
     for (name, hash, range) in INDEXES {
-        create = create
-            .attribute_definitions(string_attribute(hash)?)
-            .attribute_definitions(string_attribute(range)?)
-            .global_secondary_indexes(index(name, hash, range)?);
+        for attribute in [hash, range] {
+            if defined.insert(attribute) {
+                create = create.attribute_definitions(string_attribute(attribute)?);
+            }
+        }
+        create = create.global_secondary_indexes(index(name, hash, range)?);
     }
     match create.send().await {
         Ok(_) => tracing::info!(table, "DynamoDB table created"),

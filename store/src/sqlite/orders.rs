@@ -11,8 +11,9 @@ use super::{
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
-    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, OrderRepository, Page,
-    PendingApproval, QueueCursor, Resolved, warn_if_other_charge,
+    CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
+    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved,
+    warn_if_other_charge,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -622,6 +623,64 @@ impl OrderRepository for SqliteStore {
         self.scan(move |conn| {
             ORDERS.page(conn, since, after.as_deref(), limit, order_from_row, |o| {
                 (o.new.created_at, o.id().as_str().to_owned())
+            })
+        })
+        .await
+    }
+
+    /// Backwards through `orders_by_owner_created` (a client's) or `orders_by_created` (every
+    /// order), from the filter's start, testing the status on each row read.
+    async fn find_orders(
+        &self,
+        filter: &OrderFilter,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let filter = filter.clone();
+        let start = filter.start(after);
+        self.scan(move |conn| {
+            // Only the conditions that apply, so that each is a range of the index.
+            let (mut conditions, mut values) = (Vec::new(), Vec::new());
+            if let Some(owner) = &filter.owner {
+                values.push(owner.clone());
+                conditions.push(format!("owner = ?{}", values.len()));
+            }
+            if let Some(start) = start {
+                values.push(start.at);
+                values.push(start.order_id.as_str().to_owned());
+                let n = values.len();
+                conditions.push(format!("(created_at, order_id) < (?{}, ?{n})", n - 1));
+            }
+            if let Some(since) = filter.created_since {
+                values.push(ts(since));
+                conditions.push(format!("created_at >= ?{}", values.len()));
+            }
+            let condition = match conditions.is_empty() {
+                true => String::new(),
+                false => format!("WHERE {}", conditions.join(" AND ")),
+            };
+            let mut stmt = conn.prepare_cached(&format!(
+                "{SELECT_ORDER} {condition} \
+                 ORDER BY created_at DESC, order_id DESC LIMIT {FIND_EXAMINED}"
+            ))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
+            let (mut items, mut examined, mut last) = (Vec::new(), 0, None);
+            while let Some(row) = rows.next()? {
+                let order = order_from_row(row)?;
+                examined += 1;
+                last = Some(QueueCursor::of_created(&order));
+                if filter.selects(&order) {
+                    items.push(order);
+                    if items.len() >= limit.max(1) as usize {
+                        break;
+                    }
+                }
+            }
+            // Full, or the budget spent: the rest lies below the last row read.
+            let more = items.len() >= limit.max(1) as usize || examined >= FIND_EXAMINED;
+            Ok(Page {
+                items,
+                next: last.filter(|_| more).map(|c| c.to_string()),
             })
         })
         .await

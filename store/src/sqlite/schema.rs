@@ -191,6 +191,11 @@ CREATE INDEX sandbox_refunds_by_created ON sandbox_refunds (created_at, idempote
 ALTER TABLE orders ADD COLUMN cancellation TEXT;
 ALTER TABLE orders ADD COLUMN shipping_started_at TEXT;
 "#,
+    // 16: a client's own orders, newest first (`GET /orders`); every order's listing reads
+    // `orders_by_created` backwards.
+    r#"
+CREATE INDEX orders_by_owner_created ON orders (owner, created_at, order_id);
+"#,
 ];
 
 /// The schema version this build writes.
