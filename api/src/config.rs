@@ -5,6 +5,7 @@
 use crate::http::rate_limit::RateLimitSettings;
 use crate::http::{HttpLimits, OperatorToken};
 use crate::sfn_server::SfnSettings;
+use crate::webhooks::WebhookSettings;
 use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -634,6 +635,45 @@ pub struct ServeArgs {
     )]
     pub retention: Retention,
 
+    /// The delays between a webhook's attempts (after the first, which is at once), e.g.
+    /// `5s,5m,30m,2h`: a delivery fails for good after the last. The default spreads ten
+    /// attempts over about three days.
+    #[arg(
+        long,
+        env = "FULFILLMENT_WEBHOOK_RETRIES",
+        default_value = "5s,5m,30m,2h,5h,10h,10h,24h,24h",
+        value_parser = parse_schedule,
+        value_name = "DURATIONS"
+    )]
+    pub webhook_retries: Schedule,
+
+    /// How long one webhook attempt may take before it counts as failed.
+    #[arg(
+        long,
+        env = "FULFILLMENT_WEBHOOK_TIMEOUT",
+        default_value = "15s",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub webhook_timeout: Duration,
+
+    /// Let webhook endpoints be on loopback, private and link-local addresses, over `http` too
+    /// (a receiver on the same network, a test). Off: such URLs are refused when registered,
+    /// and a name resolving to such an address is not called.
+    #[arg(long, env = "FULFILLMENT_WEBHOOK_ALLOW_PRIVATE")]
+    pub webhook_allow_private: bool,
+
+    /// An endpoint whose every attempt failed for this long is disabled (its client sees why
+    /// on `GET /webhooks/endpoints/{id}`).
+    #[arg(
+        long,
+        env = "FULFILLMENT_WEBHOOK_DISABLE_AFTER",
+        default_value = "5d",
+        value_parser = parse_duration,
+        value_name = "DURATION"
+    )]
+    pub webhook_disable_after: Duration,
+
     /// The largest request body accepted (larger ones are answered 413).
     #[arg(
         long,
@@ -963,6 +1003,7 @@ pub struct Settings {
     pub repair: RepairLoopSettings,
     /// How long the embedded engine keeps a closed execution; `None`: for ever.
     pub retention: Option<Duration>,
+    pub webhooks: WebhookSettings,
 }
 
 /// The repair loop of `serve`.
@@ -1046,8 +1087,28 @@ impl From<ServeArgs> for Settings {
                 whole_every: a.repair_whole_every,
             },
             retention: a.retention.0,
+            webhooks: WebhookSettings {
+                retries: a.webhook_retries.0,
+                timeout: a.webhook_timeout,
+                allow_private: a.webhook_allow_private,
+                disable_after: a.webhook_disable_after,
+                ..WebhookSettings::default()
+            },
         }
     }
+}
+
+/// A schedule of delays, `5s,5m,…` (empty: no retries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule(pub Vec<Duration>);
+
+fn parse_schedule(raw: &str) -> Result<Schedule, String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(parse_duration)
+        .collect::<Result<Vec<_>, _>>()
+        .map(Schedule)
 }
 
 /// The engine's file beside the store's: `x.db` → `x.engine.db`, any other name `name.engine`.

@@ -15,3 +15,4 @@ pub mod sfn_server;
 pub mod start_queue;
 pub mod startup;
 pub mod telemetry;
+pub mod webhooks;

@@ -93,6 +93,11 @@ struct Cli {
     /// saga: submit open loop at this rate (req/s) instead of as fast as the closed loop goes.
     #[arg(long, env = "BENCH_SAGA_RATE")]
     saga_rate: Option<f64>,
+    /// saga: register a webhook endpoint for the orders' client, received by a server in the
+    /// bench, and wait for every order's `order.accepted` and `order.completed` (the outbox's
+    /// cost, end to end).
+    #[arg(long, env = "BENCH_SAGA_WEBHOOK")]
+    saga_webhook: bool,
     /// parked: orders parked awaiting approval.
     #[arg(long, env = "BENCH_PARKED_ORDERS", default_value_t = 100_000)]
     parked: u64,
@@ -162,6 +167,7 @@ impl Cli {
             connections: self.connections,
             saga_orders: self.saga_orders,
             saga_rate: self.saga_rate,
+            saga_webhook: self.saga_webhook,
             parked: self.parked,
             recovery: self.recovery,
         }

@@ -12,11 +12,13 @@ mod http;
 pub mod lease;
 pub mod ports;
 pub mod retry;
+pub mod webhook;
 
 pub use domain::*;
 pub use error::{GatewayError, StoreError};
 pub use lease::{Lease, ShardLeases, Unshared};
 pub use ports::*;
+pub use webhook::*;
 pub mod dynamodb;
 pub mod easypost;
 pub mod sandbox;

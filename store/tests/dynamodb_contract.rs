@@ -30,6 +30,7 @@ async fn fresh() -> Adapters {
         payments: Arc::new(store.payments()),
         shipping: Arc::new(store.shipping()),
         keys: Arc::new(store.clone()),
+        webhooks: Arc::new(store.clone()),
         guard: Box::new(()),
     }
 }
@@ -123,6 +124,23 @@ async fn create_table_is_idempotent_and_makes_the_documented_shape() {
     assert_eq!(
         dynamodb::PENDING_APPROVALS_PROJECTION,
         ProjectionType::KeysOnly
+    );
+    let ttl = client
+        .describe_time_to_live()
+        .table_name(store.table())
+        .send()
+        .await
+        .expect("describe time to live")
+        .time_to_live_description
+        .expect("a time to live");
+    assert_eq!(
+        ttl.attribute_name(),
+        Some(dynamodb::table::RETAIN_UNTIL),
+        "finished deliveries expire"
+    );
+    assert_eq!(
+        ttl.time_to_live_status(),
+        Some(&aws_sdk_dynamodb::types::TimeToLiveStatus::Enabled)
     );
 }
 
@@ -419,6 +437,73 @@ async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time()
     let mut in_order = vec![old];
     in_order.extend(ids);
     assert_eq!(listed, in_order);
+}
+
+/// Orders in the sparse outbox index, read straight from it, every shard.
+async fn in_outbox(client: &Client, store: &DynamoStore) -> Vec<String> {
+    let mut pks = Vec::new();
+    for shard in 0..dynamodb::CREATED_SHARDS {
+        let page = client
+            .query()
+            .table_name(store.table())
+            .index_name(dynamodb::table::OUTBOX_INDEX)
+            .key_condition_expression("#s = :shard")
+            .expression_attribute_names("#s", dynamodb::table::OUTBOX_SHARD)
+            .expression_attribute_values(
+                ":shard",
+                AttributeValue::S(dynamodb::table::outbox_shard(shard)),
+            )
+            .send()
+            .await
+            .expect("query index");
+        pks.extend(
+            page.items()
+                .iter()
+                .map(|item| item[dynamodb::PARTITION_KEY].as_s().expect("pk").clone()),
+        );
+    }
+    pks
+}
+
+/// The outbox index holds an order exactly while a status it reached is not dispatched; a
+/// re-park, which reaches nothing new but marks the order again, is taken out by the next read.
+#[tokio::test]
+async fn the_outbox_index_holds_an_order_only_while_an_event_waits() {
+    use store::WebhookRepository;
+    let (client, store) = fresh_store().await;
+    let id = order_id("outbox");
+    let pk = format!("ORDER#{id}");
+    store.create(new_order(&id)).await.expect("create");
+    assert_eq!(in_outbox(&client, &store).await, std::slice::from_ref(&pk));
+    let dispatch_all = || async {
+        for event in store.undispatched(100).await.expect("undispatched") {
+            store.dispatch(&event, &[]).await.expect("dispatch");
+        }
+    };
+    dispatch_all().await;
+    assert!(in_outbox(&client, &store).await.is_empty());
+
+    store
+        .park_approval(&id, "token-1", now(), None)
+        .await
+        .expect("park");
+    assert_eq!(in_outbox(&client, &store).await, std::slice::from_ref(&pk));
+    dispatch_all().await;
+    assert!(in_outbox(&client, &store).await.is_empty());
+
+    store
+        .park_approval(&id, "token-2", now(), None)
+        .await
+        .expect("park again");
+    assert_eq!(in_outbox(&client, &store).await, std::slice::from_ref(&pk));
+    assert!(store.undispatched(100).await.expect("read").is_empty());
+    assert!(in_outbox(&client, &store).await.is_empty(), "tidied");
+    let events = store.order_events(&id).await.expect("events");
+    assert_eq!(
+        events.iter().map(|e| e.status).collect::<Vec<_>>(),
+        [OrderStatus::Accepted, OrderStatus::AwaitingApproval],
+        "a re-park reaches nothing new"
+    );
 }
 
 /// A stock item counted before the total was kept has no `stocked`: it reads as unknown (the

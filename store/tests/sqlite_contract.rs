@@ -16,6 +16,7 @@ async fn fresh() -> Adapters {
         payments: Arc::new(store.payments()),
         shipping: Arc::new(store.shipping()),
         keys: Arc::new(store.clone()),
+        webhooks: Arc::new(store.clone()),
         guard: Box::new(dir),
     }
 }

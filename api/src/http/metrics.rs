@@ -125,6 +125,7 @@ struct Inner {
     sagas: Family<StatusLabels, Counter>,
     repairs: Family<KindLabels, Counter>,
     repair_passes: Counter,
+    webhooks: Family<OutcomeLabels, Counter>,
 }
 
 /// The service's metrics (cheap to clone: one shared registry).
@@ -213,6 +214,16 @@ impl Metrics {
              at a time; a count that stops rising on every replica means the loop has stopped)",
             repair_passes.clone(),
         );
+        let webhooks = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "webhook_attempts",
+            "Attempts to deliver a webhook, by outcome (delivered, retry, failed: the last \
+             attempt of its schedule, or a 410; disabled: an endpoint disabled for failing)",
+            webhooks.clone(),
+        );
+        for outcome in ["delivered", "retry", "failed", "disabled"] {
+            let _ = webhooks.get_or_create(&OutcomeLabels { outcome });
+        }
         // Every outcome is exported from the start, at zero.
         for kind in RepairKind::ALL {
             let _ = repairs.get_or_create(&KindLabels {
@@ -240,6 +251,7 @@ impl Metrics {
             sagas,
             repairs,
             repair_passes,
+            webhooks,
         }))
     }
 
@@ -250,6 +262,14 @@ impl Metrics {
             .get_or_create(&KindLabels {
                 kind: kind.as_str(),
             })
+            .inc();
+    }
+
+    /// A webhook attempt's outcome (`delivered`, `retry`, `failed`), or an endpoint disabled.
+    pub fn webhook(&self, outcome: &'static str) {
+        self.0
+            .webhooks
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 

@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod auth;
 pub mod cancel;
 pub mod conditional;
+pub mod events;
 pub mod extract;
 pub mod health;
 pub mod incidents;
@@ -17,6 +18,7 @@ pub mod problem;
 pub mod rate_limit;
 pub mod server;
 pub mod validate;
+pub mod webhooks;
 
 use crate::intake::OrderIntake;
 use axum::body::Body;
@@ -99,6 +101,11 @@ pub struct AppState {
     pub metrics: Metrics,
     /// `/readyz`'s probe, which asks the workflow service at most once in a while.
     pub readiness: Arc<health::Readiness>,
+    /// Webhook endpoints, their deliveries, and each order's events (the status stream's).
+    pub webhooks: Arc<dyn store::WebhookRepository>,
+    pub webhook_settings: crate::webhooks::WebhookSettings,
+    /// The status streams open, per principal.
+    pub streams: events::OpenStreams,
 }
 
 /// The header carrying a request's id (set when the client sends none, and echoed back).
@@ -117,6 +124,31 @@ pub fn router(state: AppState) -> Router {
         .route("/orders/{order_id}/status", get(orders::status))
         .route("/orders/{order_id}/history", get(orders::history))
         .route("/orders/{order_id}/cancel", post(cancel::cancel))
+        .route("/orders/{order_id}/events", get(events::stream))
+        .route(
+            "/webhooks/endpoints",
+            post(webhooks::create).get(webhooks::list),
+        )
+        .route(
+            "/webhooks/endpoints/{endpoint_id}",
+            get(webhooks::get).delete(webhooks::delete),
+        )
+        .route(
+            "/webhooks/endpoints/{endpoint_id}/rotate",
+            post(webhooks::rotate),
+        )
+        .route(
+            "/webhooks/endpoints/{endpoint_id}/enable",
+            post(webhooks::enable),
+        )
+        .route(
+            "/webhooks/endpoints/{endpoint_id}/deliveries",
+            get(webhooks::deliveries),
+        )
+        .route(
+            "/webhooks/endpoints/{endpoint_id}/replay",
+            post(webhooks::replay),
+        )
         .route(
             "/orders/{order_id}/approval",
             post(approvals::decide_approval),

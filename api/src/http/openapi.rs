@@ -3,7 +3,7 @@
 //! Swagger UI (vendored assets) at `/docs`.
 
 use super::problem::{FieldError, Problem, ProblemKind};
-use super::{approvals, cancel, health, incidents, inventory, listing, orders};
+use super::{approvals, cancel, events, health, incidents, inventory, listing, orders, webhooks};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
@@ -136,6 +136,15 @@ impl Modify for ProblemTypes {
         orders::status,
         orders::history,
         cancel::cancel,
+        events::stream,
+        webhooks::create,
+        webhooks::list,
+        webhooks::get,
+        webhooks::delete,
+        webhooks::rotate,
+        webhooks::enable,
+        webhooks::deliveries,
+        webhooks::replay,
         approvals::decide_approval,
         approvals::pending,
         incidents::list,
@@ -155,6 +164,7 @@ impl Modify for ProblemTypes {
         (name = "orders", description = "Placing orders and watching their sagas"),
         (name = "operator", description = "Operator actions (bearer token)"),
         (name = "inventory", description = "Stock levels"),
+        (name = "webhooks", description = "Webhook endpoints, signed as Standard Webhooks 1.0 specifies, and their delivery logs"),
         (name = "service", description = "Health, readiness, metrics and this document"),
     )
 )]

@@ -46,6 +46,9 @@ pub enum ProblemKind {
     NotRedrivable,
     ExecutionRunning,
     HistoryPruned,
+    EndpointNotFound,
+    TooManyEndpoints,
+    TooManyStreams,
     RateLimited,
     ServiceUnavailable,
     NotReady,
@@ -54,7 +57,7 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 32] = [
+    pub const ALL: [ProblemKind; 35] = [
         ProblemKind::MalformedJson,
         ProblemKind::InvalidRequest,
         ProblemKind::ValidationFailed,
@@ -82,6 +85,9 @@ impl ProblemKind {
         ProblemKind::NotRedrivable,
         ProblemKind::ExecutionRunning,
         ProblemKind::HistoryPruned,
+        ProblemKind::EndpointNotFound,
+        ProblemKind::TooManyEndpoints,
+        ProblemKind::TooManyStreams,
         ProblemKind::RateLimited,
         ProblemKind::ServiceUnavailable,
         ProblemKind::NotReady,
@@ -118,6 +124,9 @@ impl ProblemKind {
             ProblemKind::NotRedrivable => "not-redrivable",
             ProblemKind::ExecutionRunning => "execution-running",
             ProblemKind::HistoryPruned => "history-pruned",
+            ProblemKind::EndpointNotFound => "webhook-endpoint-not-found",
+            ProblemKind::TooManyEndpoints => "too-many-endpoints",
+            ProblemKind::TooManyStreams => "too-many-streams",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::ServiceUnavailable => "service-unavailable",
             ProblemKind::NotReady => "not-ready",
@@ -155,6 +164,9 @@ impl ProblemKind {
             ProblemKind::NotRedrivable => "Execution cannot be redriven",
             ProblemKind::ExecutionRunning => "Order's execution is still running",
             ProblemKind::HistoryPruned => "The order's history is past its retention",
+            ProblemKind::EndpointNotFound => "Webhook endpoint not found",
+            ProblemKind::TooManyEndpoints => "Too many webhook endpoints",
+            ProblemKind::TooManyStreams => "Too many open status streams",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::ServiceUnavailable => "Service temporarily unavailable",
             ProblemKind::NotReady => "Service not ready",
@@ -170,7 +182,8 @@ impl ProblemKind {
             | ProblemKind::PriceMismatch
             | ProblemKind::SkuNotPriced
             | ProblemKind::CurrencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-            ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ProblemKind::RateLimited | ProblemKind::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
+            ProblemKind::EndpointNotFound => StatusCode::NOT_FOUND,
             ProblemKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ProblemKind::Forbidden => StatusCode::FORBIDDEN,
             ProblemKind::NotFound | ProblemKind::OrderNotFound | ProblemKind::SkuNotFound => {
@@ -190,7 +203,8 @@ impl ProblemKind {
             | ProblemKind::NotCancellable
             | ProblemKind::NoOpenIncident
             | ProblemKind::NotRedrivable
-            | ProblemKind::ExecutionRunning => StatusCode::CONFLICT,
+            | ProblemKind::ExecutionRunning
+            | ProblemKind::TooManyEndpoints => StatusCode::CONFLICT,
             ProblemKind::HistoryPruned => StatusCode::GONE,
             ProblemKind::ServiceUnavailable | ProblemKind::NotReady | ProblemKind::Timeout => {
                 StatusCode::SERVICE_UNAVAILABLE

@@ -47,6 +47,8 @@ fn validators() -> &'static HashMap<String, jsonschema::Validator> {
             ApprovalRequest::name(),
             CancelRequest::name(),
             IncidentActionRequest::name(),
+            super::webhooks::EndpointRequest::name(),
+            super::webhooks::ReplayRequest::name(),
         ]
         .into_iter()
         .map(|name| {

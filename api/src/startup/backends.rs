@@ -208,6 +208,7 @@ pub(super) async fn open_embedded(
         start_queue: true,
         requeue_from: Some(store.clone()),
         lease_table: None,
+        webhooks: Arc::new(store.clone()),
         keys: Arc::new(store),
     })
 }
@@ -364,6 +365,7 @@ pub(super) async fn open_aws(
         start_queue: false,
         requeue_from: None,
         lease_table: Some(store.clone()),
+        webhooks: Arc::new(store.clone()),
         keys: Arc::new(store),
     })
 }

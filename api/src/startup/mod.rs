@@ -17,6 +17,7 @@ use crate::keys::{KeyError, KeyText};
 use crate::repair::{Plan, Reconciler, RepairError, RepairLoop, RepairSettings, lease_duration};
 use crate::sfn_server;
 use crate::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
+use crate::webhooks::Webhooks;
 use engine::{Engine, EngineConfig, EngineError, Inspector};
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,7 +32,7 @@ use store::easypost::{EasyPostShipping, LabelBook};
 use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use store::{
     GatewayError, KeyRepository, Lease, PaymentGateway, Ports, Role, ShippingGateway, SqliteStore,
-    StoreError, Unshared,
+    StoreError, Unshared, WebhookRepository,
 };
 use tokio::net::TcpListener;
 use workflow::aws::AwsWorkflow;
@@ -477,6 +478,7 @@ mod tests {
             log_format: crate::config::LogFormat::Text,
             repair: Default::default(),
             retention: None,
+            webhooks: Default::default(),
         }
     }
 

@@ -80,6 +80,8 @@ pub(super) fn lower_priority() {
 
 /// The name of the repair loop's lease (`LEASE#repair` in the table).
 pub(super) const REPAIR_LEASE: &str = "repair";
+/// The name of the webhooks' loop's lease (`LEASE#webhooks`).
+const WEBHOOKS_LEASE: &str = "webhooks";
 
 /// The approval keeper heartbeats parked approvals five times per heartbeat window.
 pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
@@ -187,6 +189,8 @@ pub struct Service {
     start_queue: Option<StartQueueTask>,
     /// The repair loop, unless turned off.
     repair: Option<RepairLoop>,
+    /// The webhooks' dispatcher and sender.
+    webhooks: Webhooks,
     /// The embedded backend's engine, closed last.
     engine: Option<Engine>,
     /// Where the workers, the keeper and the start queue run.
@@ -214,6 +218,8 @@ pub(super) struct Opened {
     pub(super) lease_table: Option<DynamoStore>,
     /// The principals and their API keys.
     pub(super) keys: Arc<dyn KeyRepository>,
+    /// Webhook endpoints and deliveries, and the outbox of order events.
+    pub(super) webhooks: Arc<dyn WebhookRepository>,
 }
 
 impl Opened {
@@ -287,6 +293,7 @@ impl Service {
             requeue_from,
             lease_table,
             keys: _,
+            webhooks,
         } = opened;
         let (queue, queue_task) = match start_queue {
             true => {
@@ -332,6 +339,7 @@ impl Service {
             tokio::spawn(requeue_accepted(store, intake.clone(), opened_at));
         }
         let sole_owner_since = lease_table.is_none().then_some(opened_at);
+        let lease_table_for_webhooks = lease_table.clone();
         let repair = settings.repair.interval.map(|interval| {
             let lease: Arc<dyn Lease> = match lease_table {
                 Some(table) => Arc::new(DynamoLease::new(
@@ -371,6 +379,21 @@ impl Service {
             };
             RepairLoop::spawn(Arc::new(reconciler), lease, plan)
         });
+        let webhook_lease: Arc<dyn Lease> = match &lease_table_for_webhooks {
+            Some(table) => Arc::new(DynamoLease::new(
+                table.clone(),
+                WEBHOOKS_LEASE,
+                format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+                crate::webhooks::RENEW_EVERY * 5,
+            )),
+            None => Arc::new(Unshared),
+        };
+        let webhook_loop = Webhooks::spawn(
+            webhooks.clone(),
+            webhook_lease,
+            settings.webhooks.clone(),
+            metrics.clone(),
+        );
         drop(on_background);
         let router = http::router(AppState {
             ports,
@@ -380,6 +403,9 @@ impl Service {
             limits: settings.limits.clone(),
             metrics,
             readiness: Default::default(),
+            webhooks,
+            webhook_settings: settings.webhooks.clone(),
+            streams: Default::default(),
         });
         Ok(Service {
             listener,
@@ -390,6 +416,7 @@ impl Service {
             workers,
             start_queue: queue_task,
             repair,
+            webhooks: webhook_loop,
             engine,
             background,
         })
@@ -418,6 +445,7 @@ impl Service {
             workers,
             start_queue,
             repair,
+            webhooks,
             engine,
             background,
             ..
@@ -426,6 +454,7 @@ impl Service {
         if let Some(repair) = repair {
             repair.stop().await;
         }
+        webhooks.stop().await;
         if let Some(queue) = start_queue {
             queue.stop().await;
         }

@@ -169,6 +169,9 @@ impl App {
             limits,
             metrics: Metrics::new(),
             readiness: Default::default(),
+            webhooks: Arc::new(store.clone()),
+            webhook_settings: Default::default(),
+            streams: Default::default(),
         };
         App {
             dir,

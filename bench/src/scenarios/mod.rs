@@ -24,6 +24,8 @@ pub struct Sizes {
     pub saga_orders: u64,
     /// `None`: as fast as the closed loop allows.
     pub saga_rate: Option<f64>,
+    /// Whether the saga scenario receives its orders' webhooks.
+    pub saga_webhook: bool,
     pub parked: u64,
     pub recovery: u64,
 }

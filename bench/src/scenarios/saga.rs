@@ -15,11 +15,21 @@ use chrono::{DateTime, Utc};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod webhook;
+
 pub async fn run(ctx: &Ctx) -> Result<Report> {
     let s = &ctx.sizes;
     let n = s.saga_orders;
-    let mut service = Service::start(ctx.backend, &[], 1_000_000_000).await?;
+    let extra: &[&str] = match s.saga_webhook {
+        true => &["--webhook-allow-private"],
+        false => &[],
+    };
+    let mut service = Service::start(ctx.backend, extra, 1_000_000_000).await?;
     let addr = service.addr();
+    let receiver = match s.saga_webhook {
+        true => Some(webhook::Receiver::start(&service).await?),
+        false => None,
+    };
     let window = Window::open(&service).await;
     let cpu_before = service.cpu_time();
 
@@ -64,6 +74,10 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
         .await_all(&ids, is_terminal, Some(n), deadline)
         .await?;
     let elapsed = finished - t0;
+    let webhooks = match &receiver {
+        Some(r) => r.all_delivered(2 * n, finished, deadline).await?,
+        None => String::new(),
+    };
     let cpu = match (cpu_before, service.cpu_time()) {
         (Some(before), Some(after)) => after.per(&before, n, "saga"),
         _ => String::new(),
@@ -95,7 +109,7 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
     Ok(Report {
         summary: format!(
             "{rate:.0} sagas/s, 202-to-COMPLETED p50 {} p99 {} ({n} orders in {:.2} s, {how}; \
-             latency of {}){cpu}{counters}",
+             latency of {}){webhooks}{cpu}{counters}",
             ms(l.quantile(0.5)),
             ms(l.quantile(0.99)),
             elapsed.as_secs_f64(),

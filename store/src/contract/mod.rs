@@ -14,6 +14,7 @@ pub mod inventory;
 pub mod keys;
 pub mod moto;
 pub mod orders;
+pub mod webhooks;
 
 use crate::domain::*;
 use crate::ports::*;
@@ -30,6 +31,7 @@ pub struct Adapters {
     pub payments: Arc<dyn PaymentGateway>,
     pub shipping: Arc<dyn ShippingGateway>,
     pub keys: Arc<dyn KeyRepository>,
+    pub webhooks: Arc<dyn WebhookRepository>,
     pub guard: Box<dyn Any + Send + Sync>,
 }
 
@@ -244,6 +246,11 @@ macro_rules! contract_suite {
             voided_shipping_refuses_a_late_shipment,
             voiding_after_a_shipment_reports_it
         );
+        $crate::contract_suite!(@adapters $fresh, webhooks:
+            the_outbox_holds_each_status_change_until_dispatched,
+            endpoints_are_stored_listed_replaced_and_deleted,
+            deliveries_come_due_are_listed_and_replayed
+        );
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn concurrent_orders_never_oversell_the_last_unit() {
             let adapters = $fresh().await;
@@ -260,6 +267,15 @@ macro_rules! contract_suite {
             )
             .await;
         }
+    };
+    (@adapters $fresh:path, $module:ident: $($name:ident),+) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let adapters = $fresh().await;
+                $crate::contract::$module::$name(&adapters).await;
+            }
+        )+
     };
     (@each $fresh:path, $module:ident, $port:ident: $($name:ident),+) => {
         $(

@@ -12,9 +12,11 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::{
     batch_get_item::BatchGetItemError, create_table::CreateTableError,
-    describe_table::DescribeTableError, get_item::GetItemError, put_item::PutItemError,
+    delete_item::DeleteItemError, describe_table::DescribeTableError,
+    describe_time_to_live::DescribeTimeToLiveError, get_item::GetItemError, put_item::PutItemError,
     query::QueryError, scan::ScanError, transact_write_items::TransactWriteItemsError,
     update_item::UpdateItemError, update_table::UpdateTableError,
+    update_time_to_live::UpdateTimeToLiveError,
 };
 
 /// What a service error means to the caller.
@@ -82,7 +84,7 @@ classify! {
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException],
     }
-    [PutItemError, UpdateItemError] {
+    [PutItemError, UpdateItemError, DeleteItemError] {
         transient: [InternalServerError, ProvisionedThroughputExceededException,
             RequestLimitExceeded, ThrottlingException, TransactionConflictException,
             ReplicatedWriteConflictException],
@@ -103,12 +105,12 @@ classify! {
         missing_table: [],
         refused: [InvalidEndpointException, ResourceInUseException],
     }
-    [UpdateTableError] {
+    [UpdateTableError, UpdateTimeToLiveError] {
         transient: [InternalServerError, LimitExceededException],
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException, ResourceInUseException],
     }
-    [DescribeTableError] {
+    [DescribeTableError, DescribeTimeToLiveError] {
         transient: [InternalServerError],
         missing_table: [ResourceNotFoundException],
         refused: [InvalidEndpointException],

@@ -1,7 +1,8 @@
 //! DynamoDB adapters of AWS mode. One table (its shape: [`table`]) holds the orders, the stock
-//! and reservations, and the sandbox gateways' ledger; [`DynamoStore`] implements
-//! [`OrderRepository`](crate::OrderRepository),
-//! [`InventoryRepository`](crate::InventoryRepository) and the sandbox
+//! and reservations, the webhooks' endpoints and deliveries, and the sandbox gateways' ledger;
+//! [`DynamoStore`] implements [`OrderRepository`](crate::OrderRepository),
+//! [`InventoryRepository`](crate::InventoryRepository),
+//! [`WebhookRepository`](crate::WebhookRepository) and the sandbox
 //! [`Ledger`](crate::sandbox::Ledger).
 //!
 //! Every write is conditional and decides in the same round trip: a failed condition returns
@@ -15,7 +16,7 @@
 //!
 //! | item | `pk` | attributes |
 //! |---|---|---|
-//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `created_shard`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_deadline`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue` |
+//! | order | `ORDER#{order id}` | `order_id`, `customer_id`, `items` (JSON), `currency`, `payment_method`, `shipping_address` (JSON), `amount_cents` N, `requires_approval` BOOL, `body_hash`, `created_at`, `created_shard`, `status`, `updated_at`; when set: `owner`, `execution_arn`, `charge_id` with `charged_at`, `refund_id` with `refund_amount_cents` N and `refunded_at`, `failure_error`, `failure_cause`, `approval_requested_at`, `approval_deadline`, `approval_task_token`, `approval_decision`, `approval_decided_by`, `approval_decided_at`, `approval_reason`, `approval_queue`; the outbox (`outbox.rs`): `reached` (M, status → time), `dispatched` (M, status → BOOL), `outbox_shard` while a reached status is not dispatched (absent on orders from before the outbox) |
 //! | stock | `STOCK#{sku}` | `sku`, `available` N, `reserved` N, `shipped` N, `stocked` N (absent on items last counted before it was kept) |
 //! | reservation | `RESERVATION#{order id}` | `order_id`, `lines` (JSON), `status` (`HELD`, `RELEASED`, `SHIPPED`), `released_unreserved` BOOL, `created_at`, `created_shard`, `updated_at` |
 //! | sandbox charge | `SANDBOX#CHARGE#{idempotency key}` | `idempotency_key`, `charge_id`, `order_id`, `amount_cents` N, `currency`, `payment_method`, `created_at`, `created_shard`; `refund_key` once refunded |
@@ -26,11 +27,14 @@
 //! | sandbox attempt | `SANDBOX#ATTEMPT#{key}` | `attempts` N |
 //! | EasyPost label record | `LABEL#{order id}` | `record` (JSON of `easypost::book::LabelRecord`), `version` N |
 //! | lease | `LEASE#{name}` | `owner`, `expires_at` N (milliseconds since the epoch; see [`DynamoLease`]) |
+//! | webhook endpoint | `WEBHOOK#ENDPOINT#{id}` | `endpoint_id`, `endpoint_owner`, `url`, `event_types` (JSON), `secrets` (JSON), `created_at`; when set: `disabled` (JSON), `failing_since` |
+//! | webhook delivery | `WEBHOOK#DELIVERY#{message id}#{endpoint id}` | `message_id`, `endpoint_id`, `order_id`, `event_type`, `payload`, `created_at`, `state`, `attempts` (JSON), `delivery_endpoint`, `delivery_position` (`{created_at}\|{message id}`); when set: `next_attempt_at`; while pending: `due_shard`; once finished: `retain_until` N (seconds since the epoch, the time to live) |
 //!
 //! Timestamps are RFC 3339 text with nanoseconds; all other attributes are S unless noted.
 
 mod codec;
 mod created;
+mod deliveries;
 mod error;
 mod inventory;
 mod keys;
@@ -39,7 +43,9 @@ mod lease;
 mod ledger;
 mod newest;
 mod orders;
+mod outbox;
 pub mod table;
+mod webhooks;
 
 pub use lease::{DynamoLease, DynamoShardLeases};
 pub use table::{

@@ -4,7 +4,9 @@
 //! condition held, the old one (`ALL_OLD`) when it did not.
 //!
 //! The status rule is `OrderStatus::can_move_to`, turned into the condition
-//! `status IN (every status that may move to the target)`, so the two cannot disagree.
+//! `status IN (every status that may move to the target)`, so the two cannot disagree. Every
+//! write that sets the status also records the event in the item's outbox
+//! ([`record_reached`], `outbox.rs`), in the same request.
 //!
 //! Pending approvals come from the sparse `pending-approvals` index, which DynamoDB updates
 //! after the write (eventually consistent, typically well under a second). So each candidate is
@@ -15,6 +17,7 @@
 
 use super::codec::{Fields, Item, json, n, s, ts};
 use super::created::created_shard;
+use super::outbox::{new_order_outbox, record_reached};
 use super::table::{
     APPROVAL_QUEUE, APPROVAL_REQUESTED_AT, APPROVAL_SHARDS, CREATED_SHARD, INCIDENT_QUEUE,
     INCIDENT_SINCE, LIST_SHARD, OPEN, OPEN_INCIDENTS_INDEX, OWNER_SHARD, OWNER_SHARDS,
@@ -34,7 +37,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
-fn order_pk(id: &OrderId) -> String {
+pub(crate) fn order_pk(id: &OrderId) -> String {
     format!("{}{id}", prefix::ORDER)
 }
 
@@ -124,6 +127,7 @@ fn new_order_item(order: &NewOrder, now: DateTime<Utc>) -> Result<Item, StoreErr
     ]);
     let shard = shard_of(order.order_id.as_str());
     item.insert(LIST_SHARD.to_owned(), s(list_shard(shard)));
+    item.extend(new_order_outbox(&order.order_id, now));
     if let Some(owner) = &order.owner {
         item.insert("owner".to_owned(), s(owner));
         item.insert(
@@ -478,6 +482,7 @@ impl OrderRepository for DynamoStore {
             return self.existing_order(id).await;
         };
         let mut set = "SET #status = :to, #updated_at = :now".to_owned();
+        record_reached(&mut set, &mut values, to, id);
         if let Some(failure) = failure.filter(|_| to.is_compensation()) {
             keep_first_failure(&mut set, &mut values, failure);
         }
@@ -523,6 +528,7 @@ impl OrderRepository for DynamoStore {
              #{INCIDENT_SINCE} = if_not_exists(#{INCIDENT_SINCE}, :since), \
              #{INCIDENT_QUEUE} = :open"
         );
+        record_reached(&mut set, &mut values, failed, id);
         if let Some(failure) = failure {
             keep_first_failure(&mut set, &mut values, failure);
         }
@@ -560,8 +566,9 @@ impl OrderRepository for DynamoStore {
         id: &OrderId,
         action: &OperatorAction,
     ) -> Result<Resolved, StoreError> {
-        let values = HashMap::from([
-            (":to".to_owned(), s(OrderStatus::Cancelled.as_str())),
+        let cancelled = OrderStatus::Cancelled;
+        let mut values = HashMap::from([
+            (":to".to_owned(), s(cancelled.as_str())),
             (
                 ":failed".to_owned(),
                 s(OrderStatus::CompensationFailed.as_str()),
@@ -570,12 +577,11 @@ impl OrderRepository for DynamoStore {
             (":none".to_owned(), AttributeValue::L(Vec::new())),
             (":now".to_owned(), ts(Utc::now())),
         ]);
-        let update = format!(
-            "SET #status = :to, #updated_at = :now, \
-             #actions = list_append(if_not_exists(#actions, :none), :action) \
-             REMOVE #{APPROVAL_QUEUE}{}",
-            remove_incident()
-        );
+        let mut set = "SET #status = :to, #updated_at = :now, \
+                       #actions = list_append(if_not_exists(#actions, :none), :action)"
+            .to_owned();
+        record_reached(&mut set, &mut values, cancelled, id);
+        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}{}", remove_incident());
         let condition = format!("#status = :failed AND attribute_exists(#{INCIDENT_SINCE})");
         Ok(
             match self.change_order(id, &update, &condition, values).await? {
@@ -668,7 +674,7 @@ impl OrderRepository for DynamoStore {
             (":token".to_owned(), s(task_token)),
             (":at".to_owned(), ts(at)),
             (":now".to_owned(), ts(Utc::now())),
-            (":pending".to_owned(), s(&approval_queue_of(id.as_str()))),
+            (":pending".to_owned(), s(approval_queue_of(id.as_str()))),
         ]);
         let statuses = status_in(&from, &mut values).expect("statuses lead to AWAITING_APPROVAL");
         // The last clause skips a write that would change nothing (the same token again).
@@ -682,6 +688,8 @@ impl OrderRepository for DynamoStore {
              #approval_requested_at = if_not_exists(#approval_requested_at, :at), \
              #updated_at = :now, #{APPROVAL_QUEUE} = :pending"
         );
+        // A re-park (already awaiting, a new token) keeps the time first reached.
+        record_reached(&mut update, &mut values, awaiting, id);
         if let Some(deadline) = deadline {
             update.push_str(", #approval_deadline = if_not_exists(#approval_deadline, :deadline)");
             values.insert(":deadline".to_owned(), ts(deadline));
@@ -728,6 +736,10 @@ impl OrderRepository for DynamoStore {
             if let Some(reason) = reason {
                 set.push_str(", #approval_reason = :reason");
                 values.insert(":reason".to_owned(), s(reason));
+            }
+            // A rejection leaves the status as it is (awaiting): no event.
+            if status != OrderStatus::AwaitingApproval {
+                record_reached(&mut set, &mut values, status, id);
             }
             let update = format!("{set} REMOVE #approval_task_token, #{APPROVAL_QUEUE}");
             let condition = "attribute_not_exists(#approval_decision) AND #status = :awaiting \
@@ -845,6 +857,7 @@ impl OrderRepository for DynamoStore {
             (":now".to_owned(), ts(Utc::now())),
         ]);
         let mut set = "SET #status = :compensating, #updated_at = :now".to_owned();
+        record_reached(&mut set, &mut values, OrderStatus::Compensating, id);
         keep_first_failure(&mut set, &mut values, failure);
         let update = format!("{set} REMOVE #approval_task_token, #{APPROVAL_QUEUE}");
         let condition = "#status = :awaiting AND attribute_not_exists(#approval_decision) \

@@ -1,17 +1,22 @@
-//! The table's shape, in one place: its key, its two indexes and the key prefix of every item
-//! kind. The CloudFormation template in `deploy/` must declare exactly this;
+//! The table's shape, in one place: its key, its indexes, its time-to-live attribute and the
+//! key prefix of every item kind. The CloudFormation template in `deploy/` must declare exactly this;
 //! [`create_table`] creates it (for `fulfillment provision` and the tests).
 //!
 //! | what | value |
 //! |---|---|
 //! | billing | `PAY_PER_REQUEST` |
 //! | key | [`PARTITION_KEY`] `pk` (S, HASH); no sort key |
-//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S, `created_shard` S, `created_at` S, `list_shard` S, `owner_shard` S |
+//! | attribute definitions | `pk` S, `approval_queue` S, `approval_requested_at` S, `incident_queue` S, `incident_since` S, `created_shard` S, `created_at` S, `list_shard` S, `owner_shard` S, `outbox_shard` S, `due_shard` S, `next_attempt_at` S, `delivery_endpoint` S, `delivery_position` S, `endpoint_owner` S |
 //! | index | [`PENDING_APPROVALS_INDEX`] `pending-approvals`: [`APPROVAL_QUEUE`] (S, HASH), [`APPROVAL_REQUESTED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`OPEN_INCIDENTS_INDEX`] `open-incidents`: [`INCIDENT_QUEUE`] (S, HASH), [`INCIDENT_SINCE`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`CREATED_INDEX`] `created`: [`CREATED_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`NEWEST_INDEX`] `orders-newest`: [`LIST_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
 //! | index | [`OWNER_INDEX`] `orders-by-owner`: [`OWNER_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`OUTBOX_INDEX`] `outbox`: [`OUTBOX_SHARD`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`DUE_INDEX`] `webhooks-due`: [`DUE_SHARD`] (S, HASH), [`NEXT_ATTEMPT_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`DELIVERIES_INDEX`] `deliveries-by-endpoint`: [`DELIVERY_ENDPOINT`] (S, HASH), [`DELIVERY_POSITION`] (S, RANGE), projection `KEYS_ONLY` |
+//! | index | [`ENDPOINTS_INDEX`] `endpoints-by-owner`: [`ENDPOINT_OWNER`] (S, HASH), [`CREATED_AT`] (S, RANGE), projection `KEYS_ONLY` |
+//! | time to live | [`RETAIN_UNTIL`] `retain_until` (N, seconds since the epoch) |
 //!
 //! The index is sparse: only an order awaiting a decision with a parked token carries
 //! `approval_queue`, so the index holds exactly the operators' queue. Its hash key is one of
@@ -33,6 +38,14 @@
 //! creation time in shards (16 and 4 per owner) that a listing merges newest first
 //! (`newest.rs`). Their keys never change after the put, so an order's later writes cost
 //! the indexes nothing. Orders put before they existed carry neither key and are not listed.
+//!
+//! The webhooks' indexes (`outbox.rs`, `deliveries.rs`, `webhooks.rs`): `outbox` is sparse,
+//! holding the orders with a status reached and not yet dispatched, in [`CREATED_SHARDS`]
+//! shards; `webhooks-due` holds the pending deliveries by when they are due, in as many shards;
+//! `deliveries-by-endpoint` each endpoint's deliveries by creation; `endpoints-by-owner` each
+//! client's endpoints. A finished delivery carries [`RETAIN_UNTIL`], and DynamoDB's time to
+//! live deletes it after (named apart from the leases' `expires_at`, milliseconds, which it must
+//! not read).
 
 use super::error::sdk;
 use crate::error::StoreError;
@@ -42,7 +55,7 @@ use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndex,
     GlobalSecondaryIndexUpdate, IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType, TableDescription,
+    ScalarAttributeType, TableDescription, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use aws_sdk_dynamodb::waiters::table_exists::WaitUntilTableExistsError as WaiterError;
 use std::time::Duration;
@@ -105,6 +118,44 @@ pub const OWNER_SHARD: &str = "owner_shard";
 /// takes about 1,000 writes a second, so a client may place about four times that.
 pub const OWNER_SHARDS: u32 = 4;
 
+/// The sparse index of the orders whose reached statuses are not all dispatched to webhooks
+/// yet: the outbox (`outbox.rs`).
+pub const OUTBOX_INDEX: &str = "outbox";
+/// Hash key of [`OUTBOX_INDEX`]: `OUTBOX#{shard}` ([`outbox_shard`]), set by every write that
+/// changes an order's status, removed once all its statuses are dispatched; range key
+/// [`CREATED_AT`].
+pub const OUTBOX_SHARD: &str = "outbox_shard";
+/// The sparse index of the webhook deliveries pending, by when they are due (`deliveries.rs`).
+pub const DUE_INDEX: &str = "webhooks-due";
+/// Hash key of [`DUE_INDEX`]: `DUE#{shard}` ([`due_shard`], by a hash of the message id), set
+/// only while the delivery is pending.
+pub const DUE_SHARD: &str = "due_shard";
+/// Range key of [`DUE_INDEX`]: when the next attempt is due.
+pub const NEXT_ATTEMPT_AT: &str = "next_attempt_at";
+/// The index of each webhook endpoint's deliveries, by creation (`deliveries.rs`).
+pub const DELIVERIES_INDEX: &str = "deliveries-by-endpoint";
+/// Hash key of [`DELIVERIES_INDEX`]: the endpoint's id.
+pub const DELIVERY_ENDPOINT: &str = "delivery_endpoint";
+/// Range key of [`DELIVERIES_INDEX`]: `{created_at}|{message id}`, the listing's cursor too.
+pub const DELIVERY_POSITION: &str = "delivery_position";
+/// The index of each client's webhook endpoints (`webhooks.rs`).
+pub const ENDPOINTS_INDEX: &str = "endpoints-by-owner";
+/// Hash key of [`ENDPOINTS_INDEX`]: the endpoint's owner; range key [`CREATED_AT`].
+pub const ENDPOINT_OWNER: &str = "endpoint_owner";
+/// The table's time-to-live attribute: seconds since the epoch after which DynamoDB deletes the
+/// item (a finished delivery, [`EVENT_RETENTION`](crate::EVENT_RETENTION) after its event).
+pub const RETAIN_UNTIL: &str = "retain_until";
+
+/// The [`OUTBOX_SHARD`] of shard `shard`.
+pub fn outbox_shard(shard: u32) -> String {
+    format!("OUTBOX#{shard}")
+}
+
+/// The [`DUE_SHARD`] of shard `shard`.
+pub fn due_shard(shard: u32) -> String {
+    format!("DUE#{shard}")
+}
+
 /// The [`LIST_SHARD`] of shard `shard`.
 pub fn list_shard(shard: u32) -> String {
     format!("ORDERS#{shard}")
@@ -165,6 +216,10 @@ pub(crate) mod prefix {
     pub const LABEL: &str = "LABEL#";
     /// A lease of a job one replica does at a time (`dynamodb::DynamoLease`).
     pub const LEASE: &str = "LEASE#";
+    /// A webhook endpoint by its id.
+    pub const WEBHOOK_ENDPOINT: &str = "WEBHOOK#ENDPOINT#";
+    /// A delivery of an event to an endpoint, by the event's message id and the endpoint's id.
+    pub const WEBHOOK_DELIVERY: &str = "WEBHOOK#DELIVERY#";
 }
 
 /// How long [`create_table`] waits for a new table to become `ACTIVE`.
@@ -172,7 +227,7 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(300);
 
 /// The table's indexes: name, hash key, range key. Each projects its keys only
 /// ([`PENDING_APPROVALS_PROJECTION`]): readers fetch the items themselves, consistently.
-pub const INDEXES: [(&str, &str, &str); 5] = [
+pub const INDEXES: [(&str, &str, &str); 9] = [
     (
         PENDING_APPROVALS_INDEX,
         APPROVAL_QUEUE,
@@ -182,6 +237,10 @@ pub const INDEXES: [(&str, &str, &str); 5] = [
     (CREATED_INDEX, CREATED_SHARD, CREATED_AT),
     (NEWEST_INDEX, LIST_SHARD, CREATED_AT),
     (OWNER_INDEX, OWNER_SHARD, CREATED_AT),
+    (OUTBOX_INDEX, OUTBOX_SHARD, CREATED_AT),
+    (DUE_INDEX, DUE_SHARD, NEXT_ATTEMPT_AT),
+    (DELIVERIES_INDEX, DELIVERY_ENDPOINT, DELIVERY_POSITION),
+    (ENDPOINTS_INDEX, ENDPOINT_OWNER, CREATED_AT),
 ];
 
 fn key(name: &str, key_type: KeyType) -> Result<KeySchemaElement, StoreError> {
@@ -257,7 +316,74 @@ pub async fn create_table(client: &Client, table: &str) -> Result<(), StoreError
         add_index(client, table, name, hash, range).await?;
         described = wait_active(client, table).await?;
     }
-    check_shape(table, described.as_ref())
+    check_shape(table, described.as_ref())?;
+    enable_time_to_live(client, table).await;
+    Ok(())
+}
+
+/// Turns on the time to live on [`RETAIN_UNTIL`] unless it is on. Only housekeeping depends on
+/// it (finished deliveries linger without it), so a failure is logged, not fatal: the table is
+/// usable, and the next `provision` tries again.
+async fn enable_time_to_live(client: &Client, table: &str) {
+    let described = client
+        .describe_time_to_live()
+        .table_name(table)
+        .send()
+        .await;
+    let current = match described {
+        Ok(out) => out.time_to_live_description,
+        Err(e) => {
+            let e = sdk("DescribeTimeToLive")(e);
+            tracing::warn!(table, error = %e, "cannot read the table's time to live");
+            return;
+        }
+    };
+    let status = current.as_ref().and_then(|d| d.time_to_live_status());
+    let attribute = current.as_ref().and_then(|d| d.attribute_name());
+    match (status, attribute) {
+        (Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling), Some(RETAIN_UNTIL)) => {
+            return;
+        }
+        (Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling), Some(other)) => {
+            // A table has one time-to-live attribute: someone chose another on purpose.
+            tracing::warn!(
+                table,
+                attribute = other,
+                "the table's time to live is on another attribute than {RETAIN_UNTIL}; \
+                 finished webhook deliveries will not expire"
+            );
+            return;
+        }
+        _ => {}
+    }
+    let specification = match TimeToLiveSpecification::builder()
+        .attribute_name(RETAIN_UNTIL)
+        .enabled(true)
+        .build()
+    {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(table, error = %e, "time to live specification");
+            return;
+        }
+    };
+    match client
+        .update_time_to_live()
+        .table_name(table)
+        .time_to_live_specification(specification)
+        .send()
+        .await
+    {
+        Ok(_) => tracing::info!(
+            table,
+            attribute = RETAIN_UNTIL,
+            "DynamoDB time to live enabled"
+        ),
+        Err(e) => {
+            let e = sdk("UpdateTimeToLive")(e);
+            tracing::warn!(table, error = %e, "cannot enable the table's time to live");
+        }
+    }
 }
 
 /// Waits until the table and its indexes are `ACTIVE`, and describes it.
@@ -396,6 +522,9 @@ mod tests {
             SHIPMENT,
             ATTEMPT,
             LABEL,
+            LEASE,
+            WEBHOOK_ENDPOINT,
+            WEBHOOK_DELIVERY,
         ];
         for a in all {
             for b in all.iter().filter(|b| **b != a) {

@@ -17,6 +17,7 @@ mod ledger;
 mod listing;
 mod orders;
 mod schema;
+mod webhooks;
 mod writer;
 
 pub(crate) use codec::*;

@@ -196,6 +196,57 @@ ALTER TABLE orders ADD COLUMN shipping_started_at TEXT;
     r#"
 CREATE INDEX orders_by_owner_created ON orders (owner, created_at, order_id);
 "#,
+    // 17: the outbox of order events, written by triggers in the transaction of the status
+    // change itself (so no write path can forget it); the webhook endpoints and the
+    // deliveries the dispatcher fans the events out into (`webhooks.rs`).
+    r#"
+CREATE TABLE order_events (
+    seq        INTEGER PRIMARY KEY,
+    order_id   TEXT NOT NULL,
+    owner      TEXT,
+    status     TEXT NOT NULL,
+    at         TEXT NOT NULL,
+    dispatched INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX order_events_by_order ON order_events (order_id, seq);
+CREATE INDEX order_events_undispatched ON order_events (seq) WHERE dispatched = 0;
+CREATE TRIGGER order_events_accepted AFTER INSERT ON orders BEGIN
+    INSERT INTO order_events (order_id, owner, status, at)
+    VALUES (new.order_id, new.owner, new.status, new.updated_at);
+END;
+CREATE TRIGGER order_events_moved AFTER UPDATE OF status ON orders
+WHEN new.status IS NOT old.status BEGIN
+    INSERT INTO order_events (order_id, owner, status, at)
+    VALUES (new.order_id, new.owner, new.status, new.updated_at);
+END;
+CREATE TABLE webhook_endpoints (
+    endpoint_id   TEXT PRIMARY KEY,
+    owner         TEXT NOT NULL,
+    url           TEXT NOT NULL,
+    event_types   TEXT NOT NULL,
+    secrets       TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    disabled      TEXT,
+    failing_since TEXT
+) STRICT;
+CREATE INDEX webhook_endpoints_by_owner ON webhook_endpoints (owner, created_at);
+CREATE TABLE webhook_deliveries (
+    message_id      TEXT NOT NULL,
+    endpoint_id     TEXT NOT NULL,
+    order_id        TEXT NOT NULL,
+    event_type      TEXT NOT NULL,
+    payload         TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    next_attempt_at TEXT,
+    attempts        TEXT NOT NULL,
+    PRIMARY KEY (message_id, endpoint_id)
+) STRICT;
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
+    WHERE state = 'PENDING';
+CREATE INDEX webhook_deliveries_by_endpoint
+    ON webhook_deliveries (endpoint_id, created_at, message_id);
+"#,
 ];
 
 /// The schema version this build writes.
@@ -257,7 +308,7 @@ mod tests {
         );
         assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
         assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
-        assert_eq!(table_count(&conn), 10);
+        assert_eq!(table_count(&conn), 13);
     }
 
     #[test]

@@ -1,0 +1,321 @@
+//! Attempts of the due deliveries: each endpoint's in turn (one request at a time to a
+//! receiver), endpoints side by side; each attempt signed afresh, recorded with its outcome,
+//! and the next one scheduled.
+
+use super::WebhookSettings;
+use super::guard::{self, GuardedResolver};
+use super::signing::signature_header;
+use crate::http::Metrics;
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt;
+use rand::Rng;
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use store::{
+    Attempt, Delivery, DeliveryState, Disabled, StoreError, WebhookEndpoint, WebhookRepository,
+};
+
+/// Deliveries read a pass.
+const BATCH: u32 = 256;
+/// Endpoints attempted at once.
+const ENDPOINTS_AT_ONCE: usize = 32;
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// The deliveries' client: no redirects, no proxy, the guarded resolver, a timeout per attempt.
+pub fn client(settings: &WebhookSettings) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(settings.timeout)
+        .connect_timeout(settings.timeout)
+        .user_agent(concat!("fulfillment-webhooks/", env!("CARGO_PKG_VERSION")));
+    if !settings.allow_private {
+        builder = builder.dns_resolver(Arc::new(GuardedResolver));
+    }
+    builder.build()
+}
+
+/// One pass over the due deliveries; how many it attempted.
+pub async fn pass(
+    repo: &dyn WebhookRepository,
+    client: &reqwest::Client,
+    settings: &WebhookSettings,
+    metrics: &Metrics,
+) -> Result<usize, StoreError> {
+    let due = repo.due_deliveries(Utc::now(), BATCH).await?;
+    let count = due.len();
+    let mut by_endpoint: BTreeMap<String, Vec<Delivery>> = BTreeMap::new();
+    for d in due {
+        by_endpoint
+            .entry(d.endpoint_id.clone())
+            .or_default()
+            .push(d);
+    }
+    futures_util::stream::iter(by_endpoint)
+        .map(|(endpoint, deliveries)| {
+            endpoint_turn(repo, client, settings, metrics, endpoint, deliveries)
+        })
+        .buffer_unordered(ENDPOINTS_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()?;
+    Ok(count)
+}
+
+/// What an attempt came to.
+enum Outcome {
+    Delivered,
+    /// The endpoint said it is gone for good.
+    Gone,
+    /// Try again, no sooner than the answer's `Retry-After` if it gave one.
+    Failed {
+        retry_after: Option<Duration>,
+    },
+}
+
+/// One endpoint's due deliveries, oldest due first.
+async fn endpoint_turn(
+    repo: &dyn WebhookRepository,
+    client: &reqwest::Client,
+    settings: &WebhookSettings,
+    metrics: &Metrics,
+    endpoint_id: String,
+    deliveries: Vec<Delivery>,
+) -> Result<(), StoreError> {
+    let endpoint = repo.endpoint(&endpoint_id).await?;
+    let mut changed: Option<WebhookEndpoint> = None;
+    for mut delivery in deliveries {
+        let now = Utc::now();
+        let current = changed.as_ref().or(endpoint.as_ref());
+        let Some(ep) = current.filter(|e| e.disabled.is_none()) else {
+            // Deleted or disabled: nothing is sent; a replay after enabling it sends it.
+            let why = match current {
+                None => "the endpoint was deleted",
+                Some(_) => "the endpoint is disabled",
+            };
+            record(&mut delivery, now, None, Some(why.to_owned()), 0);
+            finish(&mut delivery, DeliveryState::Failed);
+            repo.save_delivery(&delivery).await?;
+            metrics.webhook("failed");
+            continue;
+        };
+        let (outcome, status, error, took) = attempt(client, settings, ep, &delivery, now).await;
+        record(&mut delivery, now, status, error, took);
+        let mut ep = ep.clone();
+        match outcome {
+            Outcome::Delivered => {
+                finish(&mut delivery, DeliveryState::Delivered);
+                metrics.webhook("delivered");
+                if ep.failing_since.take().is_some() {
+                    changed = Some(ep);
+                }
+            }
+            Outcome::Gone => {
+                finish(&mut delivery, DeliveryState::Failed);
+                metrics.webhook("failed");
+                metrics.webhook("disabled");
+                tracing::warn!(endpoint = %ep.id, owner = %ep.owner, "webhook endpoint answered 410 Gone: disabled");
+                ep.disabled = Some(Disabled {
+                    at: now,
+                    reason: "the endpoint answered 410 Gone".to_owned(),
+                });
+                changed = Some(ep);
+            }
+            Outcome::Failed { retry_after } => {
+                let tried = delivery.attempts.len();
+                match settings.retries.get(tried - 1) {
+                    Some(delay) => {
+                        let wait = jitter(*delay)
+                            .max(retry_after.unwrap_or_default().min(MAX_RETRY_AFTER));
+                        delivery.next_attempt_at =
+                            Some(now + chrono::Duration::from_std(wait).unwrap_or_default());
+                        metrics.webhook("retry");
+                    }
+                    None => {
+                        finish(&mut delivery, DeliveryState::Failed);
+                        metrics.webhook("failed");
+                    }
+                }
+                let since = *ep.failing_since.get_or_insert(now);
+                let limit = chrono::Duration::from_std(settings.disable_after).unwrap_or_default();
+                if now - since >= limit {
+                    metrics.webhook("disabled");
+                    tracing::warn!(endpoint = %ep.id, owner = %ep.owner, %since, "webhook endpoint failing for too long: disabled");
+                    ep.disabled = Some(Disabled {
+                        at: now,
+                        reason: format!(
+                            "every delivery failed since {}",
+                            since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ),
+                    });
+                }
+                if endpoint.as_ref() != Some(&ep) {
+                    changed = Some(ep);
+                }
+            }
+        }
+        repo.save_delivery(&delivery).await?;
+    }
+    if let Some(ep) = changed {
+        // Only what the attempts decide, over the endpoint as it is now (a rotation made
+        // meanwhile stays).
+        if let Some(mut now) = repo.endpoint(&endpoint_id).await? {
+            now.failing_since = ep.failing_since;
+            if now.disabled.is_none() {
+                now.disabled = ep.disabled;
+            }
+            repo.put_endpoint(&now).await?;
+        }
+    }
+    Ok(())
+}
+
+fn record(
+    delivery: &mut Delivery,
+    at: DateTime<Utc>,
+    status: Option<u16>,
+    error: Option<String>,
+    duration_ms: u64,
+) {
+    delivery.attempts.push(Attempt {
+        at,
+        status,
+        error,
+        duration_ms,
+    });
+}
+
+fn finish(delivery: &mut Delivery, state: DeliveryState) {
+    delivery.state = state;
+    delivery.next_attempt_at = None;
+}
+
+/// `delay`, 10 % either way, at random: retries of many deliveries failed together spread out.
+fn jitter(delay: Duration) -> Duration {
+    delay.mul_f64(rand::rng().random_range(0.9..=1.1))
+}
+
+/// One signed POST of the delivery's payload.
+async fn attempt(
+    client: &reqwest::Client,
+    settings: &WebhookSettings,
+    endpoint: &WebhookEndpoint,
+    delivery: &Delivery,
+    now: DateTime<Utc>,
+) -> (Outcome, Option<u16>, Option<String>, u64) {
+    let started = std::time::Instant::now();
+    let took = || u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    // An address in the URL is not resolved: the guard checks it here, at each attempt too.
+    if let Err(why) = guard::check_url(&endpoint.url, settings.allow_private) {
+        return (
+            Outcome::Failed { retry_after: None },
+            None,
+            Some(format!("the URL {why}")),
+            0,
+        );
+    }
+    let timestamp = now.timestamp();
+    let signature = signature_header(
+        &endpoint.secrets,
+        now,
+        &delivery.message_id,
+        timestamp,
+        &delivery.payload,
+    );
+    let sent = client
+        .post(&endpoint.url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &delivery.message_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(delivery.payload.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(response) => {
+            let status = response.status();
+            let outcome = if status.is_success() {
+                Outcome::Delivered
+            } else if status == StatusCode::GONE {
+                Outcome::Gone
+            } else {
+                let honoured = matches!(
+                    status,
+                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                );
+                Outcome::Failed {
+                    retry_after: honoured
+                        .then(|| retry_after(response.headers(), now))
+                        .flatten(),
+                }
+            };
+            (outcome, Some(status.as_u16()), None, took())
+        }
+        Err(e) => {
+            let why = if e.is_timeout() {
+                format!("no answer within {:?}", settings.timeout)
+            } else {
+                error_chain(&e)
+            };
+            (
+                Outcome::Failed { retry_after: None },
+                None,
+                Some(why),
+                took(),
+            )
+        }
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let raw = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = raw.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = DateTime::parse_from_rfc2822(raw).ok()?.with_timezone(&Utc);
+    (at - now).to_std().ok()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date() {
+        let now = Utc::now();
+        let mut headers = HeaderMap::new();
+        headers.insert(RETRY_AFTER, "120".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(120)));
+        let later = (now + chrono::Duration::seconds(30)).to_rfc2822();
+        headers.insert(RETRY_AFTER, later.parse().unwrap());
+        let d = retry_after(&headers, now).unwrap();
+        assert!((29..=30).contains(&d.as_secs()), "{d:?}");
+        headers.insert(RETRY_AFTER, "soon".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), None);
+    }
+
+    #[test]
+    fn jitter_stays_within_a_tenth() {
+        for _ in 0..100 {
+            let d = jitter(Duration::from_secs(100)).as_secs_f64();
+            assert!((90.0..=110.0).contains(&d), "{d}");
+        }
+    }
+}
