@@ -718,3 +718,122 @@ async fn an_approval_on_a_token_reissued_after_a_kill_takes_effect_on_the_aws_ba
     second.ends("aws-reissued", "COMPLETED", "SUCCEEDED").await;
     second.stop();
 }
+
+/// Webhooks and the status stream on the AWS backend: an endpoint registered on one replica
+/// gets the events of an order placed on the other (the outbox in the order's item, the loop
+/// on whichever replica holds its lease), each event once per id, in the delivery log of
+/// either replica; the stream on either follows the order to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn webhooks_and_the_status_stream_work_across_replicas_on_the_aws_backend() {
+    use std::sync::{Arc, Mutex};
+    let received: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(
+                |axum::extract::State(got): axum::extract::State<
+                    Arc<Mutex<Vec<(String, String)>>>,
+                >,
+                 headers: axum::http::HeaderMap,
+                 body: String| async move {
+                    let id = headers
+                        .get("webhook-id")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned();
+                    got.lock().unwrap().push((id, body));
+                    axum::http::StatusCode::NO_CONTENT
+                },
+            ),
+        )
+        .with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let stack = AwsStack::start().await;
+    let allow = ["--webhook-allow-private"];
+    let a = stack.replica(&allow);
+    let b = stack.replica(&allow);
+    let alice = stack.keys_create("alice-shop", "client");
+    a.stock("aws-hook-book", 5, 1_500).await;
+    let registered = a
+        .send(
+            Method::POST,
+            "/webhooks/endpoints",
+            Some(&json!({ "url": url })),
+            Some(&alice),
+        )
+        .await;
+    assert_eq!(
+        registered.status,
+        StatusCode::CREATED,
+        "{}",
+        registered.text
+    );
+    let endpoint = registered.json()["id"].as_str().unwrap().to_owned();
+
+    let placed = b
+        .place_as(
+            &order("aws-hook-1", "aws-hook-book", 1, 1_500, "pm_card_visa"),
+            &alice,
+        )
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    // The stream, opened on replica a, follows the order placed on b to its end.
+    let stream = a
+        .client
+        .get(a.url("/orders/aws-hook-1/events"))
+        .bearer_auth(&alice)
+        .header("last-event-id", "ACCEPTED")
+        .send()
+        .await
+        .expect("open the stream");
+    assert_eq!(stream.status(), StatusCode::OK);
+    let text = tokio::time::timeout(Duration::from_secs(60), stream.text())
+        .await
+        .expect("the stream ends after the final status")
+        .expect("read the stream");
+    let ids: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id:").map(str::trim))
+        .collect();
+    assert_eq!(ids.last(), Some(&"COMPLETED"), "{text}");
+    assert!(!ids.contains(&"ACCEPTED"), "resumed after it: {text}");
+
+    let wanted = ["msg_aws-hook-1.accepted", "msg_aws-hook-1.completed"];
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: Vec<String> = received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        if wanted.iter().all(|w| got.iter().any(|g| g == w)) {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "received {got:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = b
+        .send(
+            Method::GET,
+            &format!("/webhooks/endpoints/{endpoint}/deliveries"),
+            None,
+            Some(&alice),
+        )
+        .await;
+    assert_eq!(log.status, StatusCode::OK, "{}", log.text);
+    let items = log.json()["items"].as_array().unwrap().clone();
+    for w in wanted {
+        let d = items
+            .iter()
+            .find(|d| d["webhookId"] == w)
+            .unwrap_or_else(|| panic!("{w} in the log: {items:?}"));
+        assert_eq!(d["state"], "DELIVERED", "{d}");
+    }
+    for replica in [a, b] {
+        replica.stop();
+    }
+}
