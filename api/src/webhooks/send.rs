@@ -1,6 +1,6 @@
-//! Attempts of the due deliveries: each endpoint's in turn (one request at a time to a
-//! receiver), endpoints side by side; each attempt signed afresh, recorded with its outcome,
-//! and the next one scheduled.
+//! Attempts of the due deliveries: at most [`PER_ENDPOINT`] requests at once to one receiver,
+//! endpoints side by side; each attempt signed afresh, recorded with its outcome, and the next
+//! one scheduled; then each endpoint's state (failing since, disabled) from what it answered.
 
 use super::WebhookSettings;
 use super::guard::{self, GuardedResolver};
@@ -19,9 +19,11 @@ use store::{
 };
 
 /// Deliveries read a pass.
-const BATCH: u32 = 256;
+const BATCH: u32 = 512;
 /// Endpoints attempted at once.
 const ENDPOINTS_AT_ONCE: usize = 32;
+/// Attempts in flight to one endpoint at once.
+const PER_ENDPOINT: usize = 8;
 /// The longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
@@ -78,7 +80,18 @@ enum Outcome {
     },
 }
 
-/// One endpoint's due deliveries, oldest due first.
+/// What one attempt told of its endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Heard {
+    Answered,
+    Gone,
+    Failed,
+    /// Nothing was sent (the endpoint is deleted or disabled).
+    Nothing,
+}
+
+/// One endpoint's due deliveries, oldest due first, at most [`PER_ENDPOINT`] at once; then
+/// the endpoint's state from what the attempts heard.
 async fn endpoint_turn(
     repo: &dyn WebhookRepository,
     client: &reqwest::Client,
@@ -88,91 +101,111 @@ async fn endpoint_turn(
     deliveries: Vec<Delivery>,
 ) -> Result<(), StoreError> {
     let endpoint = repo.endpoint(&endpoint_id).await?;
-    let mut changed: Option<WebhookEndpoint> = None;
-    for mut delivery in deliveries {
-        let now = Utc::now();
-        let current = changed.as_ref().or(endpoint.as_ref());
-        let Some(ep) = current.filter(|e| e.disabled.is_none()) else {
-            // Deleted or disabled: nothing is sent; a replay after enabling it sends it.
-            let why = match current {
-                None => "the endpoint was deleted",
-                Some(_) => "the endpoint is disabled",
-            };
-            record(&mut delivery, now, None, Some(why.to_owned()), 0);
-            finish(&mut delivery, DeliveryState::Failed);
-            repo.save_delivery(&delivery).await?;
-            metrics.webhook("failed");
-            continue;
-        };
-        let (outcome, status, error, took) = attempt(client, settings, ep, &delivery, now).await;
-        record(&mut delivery, now, status, error, took);
-        let mut ep = ep.clone();
-        match outcome {
-            Outcome::Delivered => {
-                finish(&mut delivery, DeliveryState::Delivered);
-                metrics.webhook("delivered");
-                if ep.failing_since.take().is_some() {
-                    changed = Some(ep);
-                }
-            }
-            Outcome::Gone => {
-                finish(&mut delivery, DeliveryState::Failed);
-                metrics.webhook("failed");
-                metrics.webhook("disabled");
-                tracing::warn!(endpoint = %ep.id, owner = %ep.owner, "webhook endpoint answered 410 Gone: disabled");
-                ep.disabled = Some(Disabled {
-                    at: now,
-                    reason: "the endpoint answered 410 Gone".to_owned(),
-                });
-                changed = Some(ep);
-            }
-            Outcome::Failed { retry_after } => {
-                let tried = delivery.attempts.len();
-                match settings.retries.get(tried - 1) {
-                    Some(delay) => {
-                        let wait = jitter(*delay)
-                            .max(retry_after.unwrap_or_default().min(MAX_RETRY_AFTER));
-                        delivery.next_attempt_at =
-                            Some(now + chrono::Duration::from_std(wait).unwrap_or_default());
-                        metrics.webhook("retry");
-                    }
-                    None => {
-                        finish(&mut delivery, DeliveryState::Failed);
-                        metrics.webhook("failed");
-                    }
-                }
-                let since = *ep.failing_since.get_or_insert(now);
-                let limit = chrono::Duration::from_std(settings.disable_after).unwrap_or_default();
-                if now - since >= limit {
-                    metrics.webhook("disabled");
-                    tracing::warn!(endpoint = %ep.id, owner = %ep.owner, %since, "webhook endpoint failing for too long: disabled");
-                    ep.disabled = Some(Disabled {
-                        at: now,
-                        reason: format!(
-                            "every delivery failed since {}",
-                            since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                        ),
-                    });
-                }
-                if endpoint.as_ref() != Some(&ep) {
-                    changed = Some(ep);
-                }
-            }
+    let endpoint = endpoint.as_ref();
+    let heard = futures_util::stream::iter(deliveries)
+        .map(|delivery| deliver(repo, client, settings, metrics, endpoint, delivery))
+        .buffer_unordered(PER_ENDPOINT)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<Heard>, _>>()?;
+    let Some(before) = endpoint else {
+        return Ok(());
+    };
+    let now = Utc::now();
+    let mut after = before.clone();
+    if heard.contains(&Heard::Gone) {
+        metrics.webhook("disabled");
+        tracing::warn!(endpoint = %after.id, owner = %after.owner, "webhook endpoint answered 410 Gone: disabled");
+        after.disabled = Some(Disabled {
+            at: now,
+            reason: "the endpoint answered 410 Gone".to_owned(),
+        });
+    } else if heard.contains(&Heard::Answered) {
+        after.failing_since = None;
+    } else if heard.contains(&Heard::Failed) {
+        let since = *after.failing_since.get_or_insert(now);
+        let limit = chrono::Duration::from_std(settings.disable_after).unwrap_or_default();
+        if now - since >= limit {
+            metrics.webhook("disabled");
+            tracing::warn!(endpoint = %after.id, owner = %after.owner, %since, "webhook endpoint failing for too long: disabled");
+            after.disabled = Some(Disabled {
+                at: now,
+                reason: format!(
+                    "every delivery failed since {}",
+                    since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+            });
         }
-        repo.save_delivery(&delivery).await?;
     }
-    if let Some(ep) = changed {
+    if &after != before {
         // Only what the attempts decide, over the endpoint as it is now (a rotation made
         // meanwhile stays).
         if let Some(mut now) = repo.endpoint(&endpoint_id).await? {
-            now.failing_since = ep.failing_since;
+            now.failing_since = after.failing_since;
             if now.disabled.is_none() {
-                now.disabled = ep.disabled;
+                now.disabled = after.disabled;
             }
             repo.put_endpoint(&now).await?;
         }
     }
     Ok(())
+}
+
+/// One attempt of `delivery` to `endpoint` (as the pass read it), recorded.
+async fn deliver(
+    repo: &dyn WebhookRepository,
+    client: &reqwest::Client,
+    settings: &WebhookSettings,
+    metrics: &Metrics,
+    endpoint: Option<&WebhookEndpoint>,
+    mut delivery: Delivery,
+) -> Result<Heard, StoreError> {
+    let now = Utc::now();
+    let Some(ep) = endpoint.filter(|e| e.disabled.is_none()) else {
+        // Deleted or disabled: nothing is sent; a replay after enabling it sends it.
+        let why = match endpoint {
+            None => "the endpoint was deleted",
+            Some(_) => "the endpoint is disabled",
+        };
+        record(&mut delivery, now, None, Some(why.to_owned()), 0);
+        finish(&mut delivery, DeliveryState::Failed);
+        repo.save_delivery(&delivery).await?;
+        metrics.webhook("failed");
+        return Ok(Heard::Nothing);
+    };
+    let (outcome, status, error, took) = attempt(client, settings, ep, &delivery, now).await;
+    record(&mut delivery, now, status, error, took);
+    let heard = match outcome {
+        Outcome::Delivered => {
+            finish(&mut delivery, DeliveryState::Delivered);
+            metrics.webhook("delivered");
+            Heard::Answered
+        }
+        Outcome::Gone => {
+            finish(&mut delivery, DeliveryState::Failed);
+            metrics.webhook("failed");
+            Heard::Gone
+        }
+        Outcome::Failed { retry_after } => {
+            match settings.retries.get(delivery.attempts.len() - 1) {
+                Some(delay) => {
+                    let floor = retry_after.unwrap_or_default().min(MAX_RETRY_AFTER);
+                    let wait = jitter(*delay).max(floor);
+                    delivery.next_attempt_at =
+                        Some(now + chrono::Duration::from_std(wait).unwrap_or_default());
+                    metrics.webhook("retry");
+                }
+                None => {
+                    finish(&mut delivery, DeliveryState::Failed);
+                    metrics.webhook("failed");
+                }
+            }
+            Heard::Failed
+        }
+    };
+    repo.save_delivery(&delivery).await?;
+    Ok(heard)
 }
 
 fn record(
