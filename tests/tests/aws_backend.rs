@@ -726,14 +726,14 @@ async fn an_approval_on_a_token_reissued_after_a_kill_takes_effect_on_the_aws_ba
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn webhooks_and_the_status_stream_work_across_replicas_on_the_aws_backend() {
     use std::sync::{Arc, Mutex};
-    let received: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    /// Each delivery's `webhook-id` and body.
+    type Received = Arc<Mutex<Vec<(String, String)>>>;
+    let received: Received = Arc::default();
     let app = axum::Router::new()
         .route(
             "/hook",
             axum::routing::post(
-                |axum::extract::State(got): axum::extract::State<
-                    Arc<Mutex<Vec<(String, String)>>>,
-                >,
+                |axum::extract::State(got): axum::extract::State<Received>,
                  headers: axum::http::HeaderMap,
                  body: String| async move {
                     let id = headers

@@ -167,34 +167,18 @@ impl DynamoStore {
         now: &str,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let mut entries = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(self.table())
-                .index_name(DUE_INDEX)
-                .key_condition_expression("#shard = :shard AND #at <= :now")
-                .expression_attribute_names("#shard", DUE_SHARD)
-                .expression_attribute_names("#at", NEXT_ATTEMPT_AT)
-                .expression_attribute_values(":shard", s(due_shard(shard)))
-                .expression_attribute_values(":now", s(now))
-                .scan_index_forward(true)
-                .limit(i32::try_from(limit as usize - entries.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk("Query"))?;
-            for key in page.items() {
-                let f = Fields::of(key);
-                entries.push((f.string(NEXT_ATTEMPT_AT)?, f.string(PARTITION_KEY)?));
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() || entries.len() >= limit as usize {
-                return Ok(entries);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(DUE_INDEX)
+            .key_condition_expression("#shard = :shard AND #at <= :now")
+            .expression_attribute_names("#shard", DUE_SHARD)
+            .expression_attribute_names("#at", NEXT_ATTEMPT_AT)
+            .expression_attribute_values(":shard", s(due_shard(shard)))
+            .expression_attribute_values(":now", s(now))
+            .scan_index_forward(true);
+        self.index_entries(query, NEXT_ATTEMPT_AT, limit).await
     }
 
     /// The keys of `endpoint_id`'s deliveries in its listing's order (newest first), below the

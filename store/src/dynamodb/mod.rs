@@ -156,6 +156,36 @@ impl DynamoStore {
     }
 
     /// The items `pks` as they are now (strongly consistent), by `pk`; missing ones are left out.
+    /// The entries `query` (of an index, its table set) finds, in the index's order, following
+    /// its pages until `limit` entries or the end: each entry's `range` attribute and `pk`.
+    pub(crate) async fn index_entries(
+        &self,
+        query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+        range: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let limit = limit as usize;
+        let mut entries = Vec::new();
+        let mut start = None;
+        loop {
+            let page = query
+                .clone()
+                .limit(i32::try_from(limit - entries.len()).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk("Query"))?;
+            for key in page.items() {
+                let f = codec::Fields::of(key);
+                entries.push((f.string(range)?, f.string(PARTITION_KEY)?));
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() || entries.len() >= limit {
+                return Ok(entries);
+            }
+        }
+    }
+
     pub(crate) async fn get_items(
         &self,
         pks: &[String],

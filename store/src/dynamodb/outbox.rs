@@ -14,7 +14,6 @@
 //! such orders in service; one would need `reached` and `dispatched` set to empty maps first.
 
 use super::codec::{Fields, Item, s, ts};
-use super::error::sdk;
 use super::orders::order_pk;
 use super::table::{
     CREATED_AT, CREATED_SHARDS, OUTBOX_INDEX, OUTBOX_SHARD, PARTITION_KEY, outbox_shard, shard_of,
@@ -178,32 +177,16 @@ impl DynamoStore {
         shard: u32,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        let mut entries = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(self.table())
-                .index_name(OUTBOX_INDEX)
-                .key_condition_expression("#shard = :shard")
-                .expression_attribute_names("#shard", OUTBOX_SHARD)
-                .expression_attribute_values(":shard", s(outbox_shard(shard)))
-                .scan_index_forward(true)
-                .limit(i32::try_from(limit as usize - entries.len()).unwrap_or(i32::MAX))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk("Query"))?;
-            for key in page.items() {
-                let f = Fields::of(key);
-                entries.push((f.string(CREATED_AT)?, f.string(PARTITION_KEY)?));
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() || entries.len() >= limit as usize {
-                return Ok(entries);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(OUTBOX_INDEX)
+            .key_condition_expression("#shard = :shard")
+            .expression_attribute_names("#shard", OUTBOX_SHARD)
+            .expression_attribute_values(":shard", s(outbox_shard(shard)))
+            .scan_index_forward(true);
+        self.index_entries(query, CREATED_AT, limit).await
     }
 
     /// The outbox's events not dispatched: those of its oldest orders, read consistently, the

@@ -57,29 +57,16 @@ fn endpoint_from(item: &Item) -> Result<WebhookEndpoint, StoreError> {
 impl DynamoStore {
     /// The keys of `owner`'s endpoints, from the index.
     async fn endpoint_keys(&self, owner: &str) -> Result<Vec<String>, StoreError> {
-        let mut pks = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(self.table())
-                .index_name(ENDPOINTS_INDEX)
-                .key_condition_expression("#owner = :owner")
-                .expression_attribute_names("#owner", ENDPOINT_OWNER)
-                .expression_attribute_values(":owner", s(owner))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk("Query"))?;
-            for key in page.items() {
-                pks.push(Fields::of(key).string(PARTITION_KEY)?);
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(pks);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(ENDPOINTS_INDEX)
+            .key_condition_expression("#owner = :owner")
+            .expression_attribute_names("#owner", ENDPOINT_OWNER)
+            .expression_attribute_values(":owner", s(owner));
+        let entries = self.index_entries(query, CREATED_AT, u32::MAX).await?;
+        Ok(entries.into_iter().map(|(_, pk)| pk).collect())
     }
 }
 
