@@ -176,6 +176,33 @@ async fn the_readme_walk_through_works_over_http() {
         .collect();
     assert_eq!(ids, ["walk-cancelled", "walk-declined"], "{}", listed.text);
 
+    // A webhook endpoint: registered with its secret shown once.
+    let endpoint = server
+        .send(
+            Method::POST,
+            "/webhooks/endpoints",
+            Some(&json!({"url": "https://shop.example.com/hooks/orders"})),
+            Some(&shop),
+        )
+        .await;
+    assert_eq!(endpoint.status, StatusCode::CREATED, "{}", endpoint.text);
+    let endpoint = endpoint.json();
+    assert!(endpoint["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_eq!(endpoint["eventTypes"], json!([]));
+    assert!(endpoint["disabled"].is_null());
+
+    // The status stream of an order that has ended: its status, then the end.
+    let stream = server
+        .client
+        .get(server.url("/orders/walk-large/events"))
+        .bearer_auth(&shop)
+        .send()
+        .await
+        .expect("the stream");
+    assert_eq!(stream.status(), StatusCode::OK);
+    let text = stream.text().await.expect("it ends");
+    assert!(text.contains("id: COMPLETED"), "{text}");
+
     // The same order again replays: same answer, same execution.
     let again = server.place_as(&small, &shop).await;
     assert_eq!(again.status, StatusCode::ACCEPTED, "{}", again.text);
