@@ -150,7 +150,8 @@ async fn a_bad_listing_query_is_a_400_naming_each_parameter() {
             None,
         )
         .await;
-    assert_eq!(backwards.status, StatusCode::BAD_REQUEST);
+    assert_eq!(backwards.status, StatusCode::OK, "an empty window");
+    assert_eq!(backwards.json()["items"], serde_json::json!([]));
     let anonymous = server.anonymous(Method::GET, "/orders", None).await;
     assert_eq!(anonymous.status, StatusCode::UNAUTHORIZED);
 }

@@ -69,7 +69,7 @@ pub struct ListQuery {
     /// Only orders created at or after this time (RFC 3339).
     #[param(value_type = Option<DateTime<Utc>>)]
     pub created_since: Option<String>,
-    /// Only orders created before this time (RFC 3339).
+    /// Only orders created before this time (RFC 3339); at or before `createdSince`, none.
     #[param(value_type = Option<DateTime<Utc>>)]
     pub created_until: Option<String>,
     /// Orders per page (1–100, default 20).
@@ -113,14 +113,6 @@ fn filter(
     let created_until = time("createdUntil", query.created_until.as_deref(), errors);
     let limit = validate::query_integer("limit", query.limit.as_deref(), 1, 100, errors);
     let after = validate::queue_cursor(query.after.as_deref(), "orders", errors);
-    if let (Some(since), Some(until)) = (created_since, created_until)
-        && since >= until
-    {
-        errors.push(FieldError::new(
-            "createdUntil",
-            "must be later than createdSince",
-        ));
-    }
     let filter = OrderFilter {
         // A client lists its own orders; an operator, everyone's.
         owner: (!caller.is_operator()).then(|| caller.principal.clone()),

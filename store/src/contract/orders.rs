@@ -719,6 +719,14 @@ pub async fn finding_orders_lists_newest_first_by_owner_status_and_window(
         "since inclusive, until exclusive"
     );
 
+    // A window that ends before it starts holds nothing.
+    let empty = OrderFilter {
+        created_since: Some(at(8)),
+        created_until: Some(at(2)),
+        ..mine.clone()
+    };
+    assert!(ids(find(empty, 5).await).is_empty());
+
     // Every order (an operator's listing): ours and theirs, interleaved, newest first.
     let everyone = OrderFilter {
         created_since: Some(at(0)),

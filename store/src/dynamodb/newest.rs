@@ -71,6 +71,12 @@ impl DynamoStore {
     ) -> Result<(Vec<QueueCursor>, Option<QueueCursor>), StoreError> {
         let limit = limit.clamp(1, 100);
         let since = since.map(crate::timestamp);
+        // An empty window (DynamoDB refuses a BETWEEN whose bounds are reversed).
+        if let (Some(start), Some(since)) = (start, &since)
+            && *since > start.at
+        {
+            return Ok((Vec::new(), None));
+        }
         let pages = futures_util::future::try_join_all(
             shards(owner)
                 .iter()
