@@ -227,9 +227,11 @@ async fn unknown_fields_are_refused_as_the_document_says() {
             "ApprovalRequest",
             "CancelRequest",
             "CatalogPrice",
+            "EndpointRequest",
             "IncidentActionRequest",
             "OrderLine",
             "PlaceOrder",
+            "ReplayRequest",
             "ShippingAddress",
             "StockCount"
         ]

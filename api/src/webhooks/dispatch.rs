@@ -4,7 +4,7 @@
 use chrono::Utc;
 use futures_util::StreamExt;
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use store::{
     Delivery, DeliveryState, EventType, OrderEvent, StoreError, WebhookEndpoint, WebhookRepository,
 };
@@ -59,13 +59,18 @@ pub async fn pass(repo: &dyn WebhookRepository) -> Result<usize, StoreError> {
     if events.is_empty() {
         return Ok(0);
     }
-    // Each owner's endpoints, read once a pass.
-    let mut endpoints: HashMap<String, Vec<WebhookEndpoint>> = HashMap::new();
-    for owner in events.iter().filter_map(|e| e.owner.as_ref()) {
-        if !endpoints.contains_key(owner) {
-            endpoints.insert(owner.clone(), repo.endpoints_of(owner).await?);
-        }
-    }
+    // Each owner's endpoints, read once a pass, several owners at once.
+    let owners: BTreeSet<String> = events.iter().filter_map(|e| e.owner.clone()).collect();
+    let endpoints: HashMap<String, Vec<WebhookEndpoint>> = futures_util::stream::iter(owners)
+        .map(|owner| async move {
+            let theirs = repo.endpoints_of(&owner).await?;
+            Ok::<_, StoreError>((owner, theirs))
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
     let count = events.len();
     let none = Vec::new();
     futures_util::stream::iter(events)

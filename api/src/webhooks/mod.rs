@@ -69,6 +69,9 @@ impl Default for WebhookSettings {
 /// without it tries to take it.
 pub const RENEW_EVERY: Duration = Duration::from_secs(2);
 
+/// The longest pause between two idle passes.
+pub const IDLE_POLL: Duration = Duration::from_secs(2);
+
 /// How often the loop forgets old events and finished deliveries.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
@@ -114,6 +117,7 @@ async fn run(
     };
     let mut next_prune = Instant::now();
     let (mut held, mut renewed) = (false, Instant::now());
+    let mut idle = settings.poll / 2;
     loop {
         if !held || renewed.elapsed() >= RENEW_EVERY {
             renewed = Instant::now();
@@ -147,10 +151,17 @@ async fn run(
                 false
             }),
         };
+        // Idle: look again after the poll interval, doubled at each idle pass up to
+        // [`IDLE_POLL`] (the AWS backend's reads cost per query).
+        idle = if busy {
+            settings.poll / 2
+        } else {
+            (idle * 2).min(IDLE_POLL.max(settings.poll))
+        };
         if !busy {
             tokio::select! {
                 _ = &mut stop => break,
-                () = tokio::time::sleep(settings.poll) => {}
+                () = tokio::time::sleep(idle) => {}
             }
         }
     }
