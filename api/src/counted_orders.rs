@@ -9,7 +9,7 @@ use std::sync::Arc;
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
     NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
-    PendingApproval, QueueCursor, Refund, Resolved, StoreError,
+    PendingApproval, QueueCursor, Refund, Resolved, StatusCounts, StoreError,
 };
 
 pub struct CountedOrders {
@@ -188,5 +188,9 @@ impl OrderRepository for CountedOrders {
         limit: u32,
     ) -> Result<Page<Order>, StoreError> {
         self.orders.find_orders(filter, after, limit).await
+    }
+
+    async fn count_by_status(&self) -> Result<StatusCounts, StoreError> {
+        self.orders.count_by_status().await
     }
 }

@@ -89,7 +89,9 @@ pub struct Address {
 }
 
 /// The saga status kept on the order record. It only moves forward (see [`OrderStatus::rank`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Statuses compare in the order of [`OrderStatus::ALL`] (so they can key a sorted map, as in
+/// [`StatusCounts`](crate::StatusCounts)); progress is [`OrderStatus::rank`], not that order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OrderStatus {
     Accepted,
@@ -403,6 +405,24 @@ pub struct ApiKey {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
+/// An operator's signed-in console session. The store keeps a hash of its secret (the cookie's
+/// value), never the secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSession {
+    /// SHA-256 (lower-case hex) of the session's secret.
+    pub session_hash: String,
+    /// The hash of the API key it was signed in with (`ApiKey::key_hash`, or the bootstrap
+    /// token's hash): revoking that key ends the session.
+    pub key_hash: String,
+    /// The operator's principal name.
+    pub principal: String,
+    /// When the operator signed in.
+    pub created_at: DateTime<Utc>,
+    /// After this the session is over (the store may still return it until it is purged;
+    /// callers check).
+    pub expires_at: DateTime<Utc>,
+}
+
 /// Stock of one SKU. Reservations move units from `available` to `reserved`, releases back,
 /// shipments from `reserved` to `shipped`; only an operator's count changes the total, so
 /// `available + reserved + shipped == stocked` always (conservation, which `fulfillment audit`
@@ -533,5 +553,10 @@ mod tests {
         for s in OrderStatus::ALL {
             assert_eq!(OrderStatus::parse(s.as_str()), Some(s));
         }
+    }
+
+    #[test]
+    fn statuses_compare_in_the_order_of_all() {
+        assert!(OrderStatus::ALL.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -7,7 +7,7 @@ use crate::error::{GatewayError, StoreError};
 use crate::webhook::*;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The four ports the saga and the service reach, together: the order records, the stock, the
@@ -71,6 +71,19 @@ pub trait KeyRepository: Send + Sync {
 
     /// Records that the key was used at `at` (only ever moves forward).
     async fn touch(&self, key_id: &str, at: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Stores `session`, replacing one stored with the same hash. The hash is of a random
+    /// secret, so the only session with the same hash is this one again (a retry of a write
+    /// whose answer was lost): opening is idempotent. Adapters purge sessions past their
+    /// `expires_at` on their own (see each).
+    async fn open_session(&self, session: &ConsoleSession) -> Result<(), StoreError>;
+
+    /// The session whose secret hashes to `session_hash` (a strongly consistent read), expired
+    /// or not: the caller checks `expires_at`, and that its key is still valid.
+    async fn session(&self, session_hash: &str) -> Result<Option<ConsoleSession>, StoreError>;
+
+    /// Ends the session (sign-out). Idempotent: closing one that is gone, or never was, is `Ok`.
+    async fn close_session(&self, session_hash: &str) -> Result<(), StoreError>;
 }
 
 /// What `OrderRepository::create` found.
@@ -422,6 +435,27 @@ pub trait OrderRepository: Send + Sync {
         after: Option<&QueueCursor>,
         limit: u32,
     ) -> Result<Page<Order>, StoreError>;
+
+    /// How many orders are in each status now, for the operators' console. `None` for a status
+    /// the adapter does not count cheaply (see the adapter's docs).
+    async fn count_by_status(&self) -> Result<StatusCounts, StoreError>;
+}
+
+/// What [`OrderRepository::count_by_status`] found: every status, with how many orders are in
+/// it now, or `None` where the adapter does not count (a status with no orders is `Some(0)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCounts(pub BTreeMap<OrderStatus, Option<u64>>);
+
+impl StatusCounts {
+    /// Every status, none of them counted: an adapter sets those it counts.
+    pub fn uncounted() -> StatusCounts {
+        StatusCounts(OrderStatus::ALL.into_iter().map(|s| (s, None)).collect())
+    }
+
+    /// How many orders are in `status`; `None` when it was not counted.
+    pub fn get(&self, status: OrderStatus) -> Option<u64> {
+        self.0.get(&status).copied().flatten()
+    }
 }
 
 /// The most orders one page of [`OrderRepository::find_orders`] reads to fill itself.
@@ -438,6 +472,9 @@ pub struct OrderFilter {
     pub created_since: Option<DateTime<Utc>>,
     /// Only the orders created before this.
     pub created_until: Option<DateTime<Utc>>,
+    /// Only the orders whose customer id starts with this (exactly: case and every character
+    /// count). Tested on the orders read, as the status is, so a page's read stays bounded.
+    pub customer_prefix: Option<String>,
 }
 
 impl OrderFilter {
@@ -451,6 +488,16 @@ impl OrderFilter {
             && self.status.is_none_or(|s| order.status == s)
             && self.created_since.is_none_or(|t| at >= t)
             && self.created_until.is_none_or(|t| at < t)
+            && self
+                .customer_prefix
+                .as_ref()
+                .is_none_or(|p| order.new.customer_id.starts_with(p.as_str()))
+    }
+
+    /// Whether the filter tests something the adapters' indexes do not read by (the status, the
+    /// customer), so that many of the orders a listing reads may be left out.
+    pub(crate) fn tests_after_reading(&self) -> bool {
+        self.status.is_some() || self.customer_prefix.is_some()
     }
 
     /// The newest position a listing of this filter starts below (exclusive): `created_until`

@@ -8,9 +8,12 @@ use aws_sdk_dynamodb::types::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
-use store::contract::{Adapters, failure, line, moto, new_order, now, order_id, unique};
+use store::contract::{Adapters, failure, keys, line, moto, new_order, now, order_id, unique};
 use store::dynamodb::{self, create_table};
-use store::{Decision, DynamoStore, InventoryRepository, OrderRepository, OrderStatus, StoreError};
+use store::{
+    Decision, DynamoStore, InventoryRepository, KeyRepository, OrderRepository, OrderStatus,
+    StoreError,
+};
 
 /// A store over a table of its own. Moto undoes a cancelled transaction by restoring a copy of
 /// the whole table taken when the transaction began, which would also undo what other tests
@@ -300,6 +303,27 @@ async fn items_have_the_documented_shape() {
     assert!(
         shard(&reservation).starts_with("RESERVATION#"),
         "{reservation:?}"
+    );
+}
+
+/// A session's item carries the table's time to live at its expiry (rounded up to the second,
+/// so never before it), and DynamoDB deletes it after.
+#[tokio::test]
+async fn a_session_item_expires_with_the_session() {
+    let (client, store) = fresh_store().await;
+    let mut session = keys::session("ops-ada", "key-hash");
+    session.expires_at += chrono::Duration::milliseconds(1);
+    store.open_session(&session).await.expect("open");
+    let item = raw_item(
+        &client,
+        &store,
+        &format!("SESSION#{}", session.session_hash),
+    )
+    .await;
+    assert_eq!(item["key_hash"].as_s().unwrap(), "key-hash");
+    assert_eq!(
+        item[dynamodb::table::RETAIN_UNTIL].as_n().unwrap(),
+        &(session.expires_at.timestamp() + 1).to_string()
     );
 }
 

@@ -2,11 +2,11 @@
 //! (two processes) sharing one file without overselling.
 
 use std::sync::Arc;
-use store::contract::{line, new_order, order_id, unique};
+use store::contract::{keys, line, new_order, order_id, unique};
 use store::sqlite::SCHEMA_VERSION;
 use store::{
-    Created, InventoryRepository, OrderRepository, OrderStatus, PaymentGateway, Reserved,
-    SqliteStore,
+    Created, InventoryRepository, KeyRepository, OrderRepository, OrderStatus, PaymentGateway,
+    Reserved, SqliteStore,
 };
 
 #[tokio::test]
@@ -85,6 +85,34 @@ async fn two_stores_on_one_file_never_oversell() {
     assert_eq!(won, 3);
     let level = stores[1].stock(&sku).await.unwrap().unwrap();
     assert_eq!((level.available, level.reserved), (0, 3));
+}
+
+/// Opening a session deletes those that expired (not the one it opens, whatever its expiry),
+/// and leaves the live ones.
+#[tokio::test]
+async fn opening_a_session_purges_the_expired_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+    let mut expired = keys::session("ops-ada", "key-hash-1");
+    expired.created_at -= chrono::Duration::hours(9);
+    expired.expires_at -= chrono::Duration::hours(9);
+    store.open_session(&expired).await.unwrap();
+    assert_eq!(
+        store.session(&expired.session_hash).await.unwrap(),
+        Some(expired.clone()),
+        "kept until the next opening"
+    );
+    let live = keys::session("ops-ada", "key-hash-1");
+    store.open_session(&live).await.unwrap();
+    let next = keys::session("ops-grace", "key-hash-2");
+    store.open_session(&next).await.unwrap();
+    assert_eq!(store.session(&expired.session_hash).await.unwrap(), None);
+    assert_eq!(
+        store.session(&live.session_hash).await.unwrap(),
+        Some(live),
+        "a live session stays"
+    );
+    assert_eq!(store.session(&next.session_hash).await.unwrap(), Some(next));
 }
 
 #[test]

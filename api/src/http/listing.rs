@@ -119,6 +119,7 @@ fn filter(
         status,
         created_since,
         created_until,
+        ..OrderFilter::default()
     };
     (filter, limit.map_or(20, |n| n as u32), after)
 }

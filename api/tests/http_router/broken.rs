@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
     NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
-    PendingApproval, QueueCursor, Refund, Resolved, StoreError,
+    PendingApproval, QueueCursor, Refund, Resolved, StatusCounts, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -143,6 +143,10 @@ impl OrderRepository for Broken {
         _: Option<&QueueCursor>,
         _: u32,
     ) -> Result<Page<Order>, StoreError> {
+        self.fail().await
+    }
+
+    async fn count_by_status(&self) -> Result<StatusCounts, StoreError> {
         self.fail().await
     }
 }

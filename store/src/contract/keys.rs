@@ -1,5 +1,6 @@
 //! The contract of `KeyRepository`: keys found by their hash with their principal's name and
-//! role, a principal's role kept for life, revocation and last use recorded once and forward.
+//! role, a principal's role kept for life, revocation and last use recorded once and forward;
+//! console sessions stored, read back and closed.
 
 use super::{now, unique};
 use crate::domain::*;
@@ -113,4 +114,76 @@ pub async fn last_use_only_moves_forward(repo: &dyn KeyRepository) {
     repo.touch(&unique("no-such-key"), later)
         .await
         .expect("touch unknown");
+}
+
+/// A session of `principal`'s key `key_hash`, opened now, for a working day.
+pub fn session(principal: &str, key_hash: &str) -> ConsoleSession {
+    let opened = now();
+    ConsoleSession {
+        session_hash: unique("session-hash"),
+        key_hash: key_hash.to_owned(),
+        principal: principal.to_owned(),
+        created_at: opened,
+        expires_at: opened + Duration::hours(8),
+    }
+}
+
+pub async fn a_session_is_read_back_until_closed_and_closing_is_idempotent(
+    repo: &dyn KeyRepository,
+) {
+    let operator = issued(repo, &key(&unique("ops"), Role::Operator)).await;
+    let opened = session(&operator.principal, &operator.key_hash);
+    repo.open_session(&opened).await.expect("open");
+    assert_eq!(
+        repo.session(&opened.session_hash).await.expect("read"),
+        Some(opened.clone()),
+        "stored as given"
+    );
+    // A retry of the same opening (its answer lost) is no error, and changes nothing.
+    repo.open_session(&opened).await.expect("open again");
+    assert_eq!(
+        repo.session(&opened.session_hash).await.expect("read"),
+        Some(opened.clone())
+    );
+    // Another session of the same key is another session.
+    let other = session(&operator.principal, &operator.key_hash);
+    repo.open_session(&other).await.expect("open another");
+
+    repo.close_session(&opened.session_hash)
+        .await
+        .expect("close");
+    assert_eq!(
+        repo.session(&opened.session_hash).await.expect("read"),
+        None
+    );
+    repo.close_session(&opened.session_hash)
+        .await
+        .expect("closing again is no error");
+    repo.close_session(&unique("no-such-session"))
+        .await
+        .expect("closing an unknown session is no error");
+    assert_eq!(
+        repo.session(&other.session_hash).await.expect("read"),
+        Some(other),
+        "only the closed session ended"
+    );
+    assert_eq!(
+        repo.session(&unique("no-such-session"))
+            .await
+            .expect("read"),
+        None
+    );
+}
+
+/// The store returns an expired session as stored (until it purges it): the caller checks.
+pub async fn an_expired_session_is_read_as_stored(repo: &dyn KeyRepository) {
+    let mut expired = session(&unique("ops"), &unique("hash"));
+    expired.created_at -= Duration::hours(9);
+    expired.expires_at -= Duration::hours(9);
+    repo.open_session(&expired).await.expect("open");
+    let read = repo.session(&expired.session_hash).await.expect("read");
+    assert!(
+        read.is_none_or(|s| s == expired),
+        "either purged already or as stored"
+    );
 }

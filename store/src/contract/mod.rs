@@ -206,6 +206,8 @@ macro_rules! contract_suite {
             an_expiry_closes_only_an_undecided_window_past_its_deadline,
             listing_pages_cover_every_order_once,
             finding_orders_lists_newest_first_by_owner_status_and_window,
+            finding_orders_by_customer_prefix_lists_only_theirs,
+            counts_by_status_are_exact_where_counted,
             an_incident_keeps_its_first_time_and_closes_with_the_end,
             resolving_closes_an_open_incident_once,
             actions_are_appended_in_order,
@@ -239,7 +241,9 @@ macro_rules! contract_suite {
             a_key_is_found_by_its_hash_with_its_principal_and_role,
             a_principal_keeps_its_role_and_holds_several_keys,
             revocation_is_kept_and_idempotent,
-            last_use_only_moves_forward
+            last_use_only_moves_forward,
+            a_session_is_read_back_until_closed_and_closing_is_idempotent,
+            an_expired_session_is_read_as_stored
         );
         $crate::contract_suite!(@each $fresh, gateways, shipping:
             one_shipment_per_order,

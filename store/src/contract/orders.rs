@@ -755,6 +755,115 @@ pub async fn finding_orders_lists_newest_first_by_owner_status_and_window(
     );
 }
 
+/// `find_orders` with a customer prefix lists exactly the orders whose customer id starts with
+/// it (case and all), newest first, for an owner or for everyone.
+pub async fn finding_orders_by_customer_prefix_lists_only_theirs(repo: &dyn OrderRepository) {
+    // Customer ids of this test's own, so that other orders in the store do not match.
+    let tag = unique("cus");
+    let shop = unique("shop");
+    let base = now() - Duration::hours(2);
+    let mut ids = Vec::new();
+    for (i, customer) in ["acme-1", "acme-2", "beta-1", "ACME-3"].iter().enumerate() {
+        let id = order_id("customer");
+        let mut order = new_order(&id);
+        order.customer_id = format!("{tag}-{customer}");
+        order.owner = Some(shop.clone());
+        order.created_at = base + Duration::seconds(i as i64);
+        repo.create(order).await.expect("create");
+        ids.push(id);
+    }
+    let find = |filter: OrderFilter| async move {
+        let filter = &filter;
+        all_pages(1, |after| async move {
+            let after = after.map(|a| QueueCursor::parse(&a).expect("a page's next is a cursor"));
+            repo.find_orders(filter, after.as_ref(), 1).await
+        })
+        .await
+        .iter()
+        .map(|o| o.id().clone())
+        .collect::<Vec<OrderId>>()
+    };
+    let acme = OrderFilter {
+        customer_prefix: Some(format!("{tag}-acme-")),
+        ..OrderFilter::default()
+    };
+    let newest_first = vec![ids[1].clone(), ids[0].clone()];
+    assert_eq!(find(acme.clone()).await, newest_first, "everyone's");
+    let theirs = OrderFilter {
+        owner: Some(shop.clone()),
+        ..acme
+    };
+    assert_eq!(find(theirs).await, newest_first, "the owner's");
+    let none = OrderFilter {
+        customer_prefix: Some(format!("{tag}-acme-%")),
+        owner: Some(shop),
+        ..OrderFilter::default()
+    };
+    assert!(find(none).await.is_empty(), "no wildcards");
+}
+
+/// `count_by_status` counts the orders in each status now. Counted exactly by every adapter:
+/// `AWAITING_APPROVAL` (awaiting a decision with a token parked) and `COMPENSATION_FAILED`
+/// (an open incident); the others may be `None` (not counted) or must be exact. Compared with
+/// the counts before, so that other orders in the store do not matter.
+pub async fn counts_by_status_are_exact_where_counted(repo: &dyn OrderRepository) {
+    let before = repo.count_by_status().await.expect("count");
+    for status in OrderStatus::ALL {
+        assert!(
+            before.0.contains_key(&status),
+            "{status:?} missing: {before:?}"
+        );
+    }
+    for _ in 0..2 {
+        created(repo, "count-accepted").await;
+    }
+    let reserved = created(repo, "count-reserved").await;
+    repo.advance(reserved.id(), OrderStatus::Reserved, None)
+        .await
+        .expect("reserve");
+    for token in ["count-1", "count-2", "count-3"] {
+        parked(repo, token, now()).await;
+    }
+    let approved = parked(repo, "count-approved", now()).await;
+    repo.decide(approved.id(), Decision::Approve, "ops-ada", None, now())
+        .await
+        .expect("approve");
+    for _ in 0..2 {
+        with_incident(repo, "count-failed", now()).await;
+    }
+    let closed = with_incident(repo, "count-closed", now()).await;
+    repo.advance(closed.id(), OrderStatus::Cancelled, None)
+        .await
+        .expect("close");
+    let after = repo.count_by_status().await.expect("count");
+    assert_eq!(after.0.len(), OrderStatus::ALL.len(), "{after:?}");
+
+    let made = |status| match status {
+        OrderStatus::Accepted => 2,
+        OrderStatus::Reserved => 1,
+        OrderStatus::AwaitingApproval => 3,
+        OrderStatus::Approved => 1,
+        OrderStatus::CompensationFailed => 2,
+        OrderStatus::Cancelled => 1,
+        _ => 0,
+    };
+    for status in OrderStatus::ALL {
+        let must_count = matches!(
+            status,
+            OrderStatus::AwaitingApproval | OrderStatus::CompensationFailed
+        );
+        match (before.get(status), after.get(status)) {
+            (Some(b), Some(a)) => assert_eq!(
+                a.checked_sub(b),
+                Some(made(status)),
+                "{status:?}: {b} before, {a} after"
+            ),
+            (None, None) if !must_count => {}
+            (b, a) => panic!("{status:?} counted {b:?} before, {a:?} after"),
+        }
+    }
+}
+
 fn incident(step: &str, since: chrono::DateTime<chrono::Utc>) -> Incident {
     Incident {
         step: step.to_owned(),

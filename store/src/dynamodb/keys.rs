@@ -1,15 +1,20 @@
 //! `KeyRepository` on DynamoDB: a principal item per name (its role for life), an item per key
 //! (`APIKEY#{id}`: hash, principal, role, times) and a pointer per key hash
 //! (`APIKEYHASH#{hash}` → id), written in one transaction, so a key is found by its hash with
-//! two consistent reads and never exists half-written.
+//! two consistent reads and never exists half-written. A console session is an item of its
+//! own (`SESSION#{hash}`), carrying the table's time to live (`retain_until`) at its expiry, so
+//! DynamoDB deletes it some time after it ended (within days: until then it is read as it is, and
+//! callers check `expires_at`).
 
-use super::codec::{Fields, Item, s, ts};
-use super::table::{PARTITION_KEY, prefix};
+use super::codec::{Fields, Item, key, s, ts};
+use super::error::sdk;
+use super::table::{PARTITION_KEY, RETAIN_UNTIL, prefix};
 use super::{DynamoStore, Transacted, Written, failed};
 use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{Issued, KeyRepository};
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
@@ -23,6 +28,43 @@ fn hash_pk(key_hash: &str) -> String {
 
 fn principal_pk(name: &str) -> String {
     format!("{}{name}", prefix::PRINCIPAL)
+}
+
+fn session_pk(session_hash: &str) -> String {
+    format!("{}{session_hash}", prefix::SESSION)
+}
+
+/// When the time to live may delete a session that expires at `at`: seconds since the epoch,
+/// rounded up, so never before it expired.
+fn retain_until(at: DateTime<Utc>) -> AttributeValue {
+    let secs = at.timestamp() + i64::from(at.timestamp_subsec_nanos() > 0);
+    AttributeValue::N(secs.to_string())
+}
+
+fn session_item(session: &ConsoleSession) -> Item {
+    HashMap::from([
+        (
+            PARTITION_KEY.to_owned(),
+            s(session_pk(&session.session_hash)),
+        ),
+        ("session_hash".to_owned(), s(&session.session_hash)),
+        ("key_hash".to_owned(), s(&session.key_hash)),
+        ("principal".to_owned(), s(&session.principal)),
+        ("created_at".to_owned(), ts(session.created_at)),
+        ("expires_at".to_owned(), ts(session.expires_at)),
+        (RETAIN_UNTIL.to_owned(), retain_until(session.expires_at)),
+    ])
+}
+
+fn session_from(item: &Item) -> Result<ConsoleSession, StoreError> {
+    let f = Fields::of(item);
+    Ok(ConsoleSession {
+        session_hash: f.string("session_hash")?,
+        key_hash: f.string("key_hash")?,
+        principal: f.string("principal")?,
+        created_at: f.ts("created_at")?,
+        expires_at: f.ts("expires_at")?,
+    })
 }
 
 fn role_of(f: &Fields) -> Result<Role, StoreError> {
@@ -170,5 +212,37 @@ impl KeyRepository for DynamoStore {
         )
         .await
         .map(drop)
+    }
+
+    /// An unconditional `PutItem` (a retry puts the same item again); the item's time to live
+    /// purges it after it expired.
+    async fn open_session(&self, session: &ConsoleSession) -> Result<(), StoreError> {
+        self.client
+            .put_item()
+            .table_name(self.table())
+            .set_item(Some(session_item(session)))
+            .send()
+            .await
+            .map_err(sdk("PutItem"))
+            .map(drop)
+    }
+
+    async fn session(&self, session_hash: &str) -> Result<Option<ConsoleSession>, StoreError> {
+        self.get_item(session_pk(session_hash))
+            .await?
+            .as_ref()
+            .map(session_from)
+            .transpose()
+    }
+
+    async fn close_session(&self, session_hash: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_item()
+            .table_name(self.table())
+            .set_key(Some(key(session_pk(session_hash))))
+            .send()
+            .await
+            .map_err(sdk("DeleteItem"))
+            .map(drop)
     }
 }

@@ -26,6 +26,7 @@
 //! | sandbox shipment | `SANDBOX#SHIPMENT#{order id}` | `shipment_id`, `tracking_number`, `created_at`, or `voided` BOOL |
 //! | sandbox attempt | `SANDBOX#ATTEMPT#{key}` | `attempts` N |
 //! | EasyPost label record | `LABEL#{order id}` | `record` (JSON of `easypost::book::LabelRecord`), `version` N |
+//! | console session | `SESSION#{session hash}` | `session_hash`, `key_hash`, `principal`, `created_at`, `expires_at`, `retain_until` N (`expires_at` in seconds since the epoch, rounded up: the time to live) |
 //! | lease | `LEASE#{name}` | `owner`, `expires_at` N (milliseconds since the epoch; see [`DynamoLease`]) |
 //! | webhook endpoint | `WEBHOOK#ENDPOINT#{id}` | `endpoint_id`, `endpoint_owner`, `url`, `event_types` (JSON), `secrets` (JSON), `created_at`; when set: `disabled` (JSON), `failing_since` |
 //! | webhook delivery | `WEBHOOK#DELIVERY#{message id}#{endpoint id}` | `message_id`, `endpoint_id`, `order_id`, `event_type`, `payload`, `created_at`, `state`, `attempts` (JSON), `delivery_endpoint`, `delivery_position` (`{created_at}\|{message id}`); when set: `next_attempt_at`; while pending: `due_shard`; once finished: `retain_until` N (seconds since the epoch, the time to live) |

@@ -29,11 +29,11 @@ use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
     CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
-    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved,
+    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved, StatusCounts,
     warn_if_other_charge,
 };
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Select};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
@@ -355,6 +355,39 @@ impl DynamoStore {
                 }
             }
             return Ok((items, more));
+        }
+    }
+}
+
+impl DynamoStore {
+    /// How many entries `index` holds under the hash key `hash_key` = `value`: a `Select=COUNT`
+    /// query, its pages followed to the end (each reads at most 1 MB of the index's keys).
+    async fn count_in_index(
+        &self,
+        index: &str,
+        hash_key: &str,
+        value: String,
+    ) -> Result<u64, StoreError> {
+        let (mut count, mut start) = (0, None);
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(self.table())
+                .index_name(index)
+                .key_condition_expression("#key = :value")
+                .expression_attribute_names("#key", hash_key)
+                .expression_attribute_values(":value", s(value.clone()))
+                .select(Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk("Query"))?;
+            count += u64::try_from(page.count()).unwrap_or_default();
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(count);
+            }
         }
     }
 }
@@ -951,7 +984,11 @@ impl OrderRepository for DynamoStore {
         let mut start = filter.start(after);
         let (mut items, mut examined) = (Vec::new(), 0);
         loop {
-            let wanted = if filter.status.is_some() { 100 } else { limit };
+            let wanted = if filter.tests_after_reading() {
+                100
+            } else {
+                limit
+            };
             let (positions, next) = self
                 .newest_positions(
                     filter.owner.as_deref(),
@@ -985,6 +1022,41 @@ impl OrderRepository for DynamoStore {
             }
             start = next;
         }
+    }
+
+    /// Counts only what the sparse indexes hold, which costs their size rather than the
+    /// books': there is no index by status (and `orders-newest` projects keys only), so
+    /// counting any other status would read every order. Every other status is `None`.
+    ///
+    /// - `AWAITING_APPROVAL`: the operators' queue, the `pending-approvals` index's every shard
+    ///   (and the unsharded queue of old orders): the orders awaiting a decision with a token
+    ///   parked. An awaiting order whose token a rejection or a cancellation has just taken (its
+    ///   compensation is about to move it on) is not counted.
+    /// - `COMPENSATION_FAILED`: the open incidents, the `open-incidents` index (an order reaches
+    ///   that status by its incident, and leaves it when the incident closes).
+    ///
+    /// The indexes are eventually consistent: a change of the last moment (typically well under
+    /// a second) may not be counted yet.
+    async fn count_by_status(&self) -> Result<StatusCounts, StoreError> {
+        let awaiting =
+            futures_util::future::try_join_all((0..self.approval_shards()).map(|shard| {
+                self.count_in_index(
+                    PENDING_APPROVALS_INDEX,
+                    APPROVAL_QUEUE,
+                    approval_queue(shard),
+                )
+            }));
+        let failed = self.count_in_index(OPEN_INCIDENTS_INDEX, INCIDENT_QUEUE, OPEN.to_owned());
+        let (awaiting, failed) = futures_util::future::try_join(awaiting, failed).await?;
+        let mut counts = StatusCounts::uncounted();
+        counts.0.insert(
+            OrderStatus::AwaitingApproval,
+            Some(awaiting.into_iter().sum()),
+        );
+        counts
+            .0
+            .insert(OrderStatus::CompensationFailed, Some(failed));
+        Ok(counts)
     }
 }
 

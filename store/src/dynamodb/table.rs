@@ -45,7 +45,7 @@
 //! `deliveries-by-endpoint` each endpoint's deliveries by creation; `endpoints-by-owner` each
 //! client's endpoints. A finished delivery carries [`RETAIN_UNTIL`], and DynamoDB's time to
 //! live deletes it after (named apart from the leases' `expires_at`, milliseconds, which it must
-//! not read).
+//! not read). So does a console session (`SESSION#…`, `keys.rs`), set to when it expires.
 
 use super::error::sdk;
 use crate::error::StoreError;
@@ -143,7 +143,8 @@ pub const ENDPOINTS_INDEX: &str = "endpoints-by-owner";
 /// Hash key of [`ENDPOINTS_INDEX`]: the endpoint's owner; range key [`CREATED_AT`].
 pub const ENDPOINT_OWNER: &str = "endpoint_owner";
 /// The table's time-to-live attribute: seconds since the epoch after which DynamoDB deletes the
-/// item (a finished delivery, [`EVENT_RETENTION`](crate::EVENT_RETENTION) after its event).
+/// item (a finished delivery, [`EVENT_RETENTION`](crate::EVENT_RETENTION) after its event; a
+/// console session, once it expired).
 pub const RETAIN_UNTIL: &str = "retain_until";
 
 /// The [`OUTBOX_SHARD`] of shard `shard`.
@@ -204,6 +205,9 @@ pub(crate) mod prefix {
     pub const API_KEY: &str = "APIKEY#";
     /// An API key by its hash: a pointer to its id, for authentication's one lookup.
     pub const API_KEY_HASH: &str = "APIKEYHASH#";
+    /// An operator's console session by the hash of its secret (its key's hash, principal,
+    /// times), deleted by the time to live once it expired.
+    pub const SESSION: &str = "SESSION#";
     /// The sandbox gateways' ledger: it stands in for the provider's and the carrier's own
     /// records, hence the prefix (as the `sandbox_` tables in SQLite).
     pub const CHARGE: &str = "SANDBOX#CHARGE#";

@@ -1,5 +1,6 @@
 //! `KeyRepository` on SQLite: a principal row per name (its role for life) and a row per key,
-//! holding the key's hash, never the key.
+//! holding the key's hash, never the key; and the operators' console sessions, a row each, by
+//! the hash of the session's secret.
 
 use super::{SqliteStore, get_opt_ts, get_ts, savepoint, ts};
 use crate::domain::*;
@@ -25,6 +26,23 @@ fn key_from(r: &rusqlite::Row) -> rusqlite::Result<ApiKey> {
         revoked_at: get_opt_ts(r, 6)?,
     })
 }
+
+const SELECT_SESSION: &str = "SELECT session_hash, key_hash, principal, created_at, expires_at \
+    FROM console_sessions";
+
+fn session_from(r: &rusqlite::Row) -> rusqlite::Result<ConsoleSession> {
+    Ok(ConsoleSession {
+        session_hash: r.get(0)?,
+        key_hash: r.get(1)?,
+        principal: r.get(2)?,
+        created_at: get_ts(r, 3)?,
+        expires_at: get_ts(r, 4)?,
+    })
+}
+
+/// How many expired sessions one opening deletes at most: each opening purges far more than it
+/// adds, so a backlog goes quickly, and no opening holds the writer long.
+const PURGE_BATCH: u32 = 100;
 
 fn load(conn: &rusqlite::Connection, key_id: &str) -> Result<Option<ApiKey>, StoreError> {
     Ok(conn
@@ -119,6 +137,62 @@ impl KeyRepository for SqliteStore {
                  AND (last_used_at IS NULL OR last_used_at < ?2)",
             )?
             .execute(params![key_id, ts(at)])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Also deletes up to [`PURGE_BATCH`] sessions whose `expires_at` has passed, in the same
+    /// write (through `console_sessions_by_expiry`): sessions are few, and this keeps them so
+    /// without a housekeeping job.
+    async fn open_session(&self, session: &ConsoleSession) -> Result<(), StoreError> {
+        let session = session.clone();
+        self.write(move |conn| {
+            let tx = savepoint(conn)?;
+            tx.prepare_cached(
+                "DELETE FROM console_sessions WHERE session_hash IN \
+                 (SELECT session_hash FROM console_sessions WHERE expires_at < ?1 LIMIT ?2)",
+            )?
+            .execute(params![ts(Utc::now()), PURGE_BATCH])?;
+            tx.prepare_cached(
+                "INSERT INTO console_sessions \
+                 (session_hash, key_hash, principal, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (session_hash) DO UPDATE SET key_hash = excluded.key_hash, \
+                 principal = excluded.principal, created_at = excluded.created_at, \
+                 expires_at = excluded.expires_at",
+            )?
+            .execute(params![
+                session.session_hash,
+                session.key_hash,
+                session.principal,
+                ts(session.created_at),
+                ts(session.expires_at)
+            ])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn session(&self, session_hash: &str) -> Result<Option<ConsoleSession>, StoreError> {
+        let session_hash = session_hash.to_owned();
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(&format!("{SELECT_SESSION} WHERE session_hash = ?1"))?
+                .query_row([session_hash], session_from)
+                .optional()?)
+        })
+        .await
+    }
+
+    async fn close_session(&self, session_hash: &str) -> Result<(), StoreError> {
+        let session_hash = session_hash.to_owned();
+        self.write(move |conn| {
+            let tx = savepoint(conn)?;
+            tx.prepare_cached("DELETE FROM console_sessions WHERE session_hash = ?1")?
+                .execute([session_hash])?;
             tx.commit()?;
             Ok(())
         })

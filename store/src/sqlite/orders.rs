@@ -12,7 +12,7 @@ use crate::domain::*;
 use crate::error::StoreError;
 use crate::ports::{
     CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
-    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved,
+    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved, StatusCounts,
     warn_if_other_charge,
 };
 use async_trait::async_trait;
@@ -629,7 +629,7 @@ impl OrderRepository for SqliteStore {
     }
 
     /// Backwards through `orders_by_owner_created` (a client's) or `orders_by_created` (every
-    /// order), from the filter's start, testing the status on each row read.
+    /// order), from the filter's start, testing the status and the customer on each row read.
     async fn find_orders(
         &self,
         filter: &OrderFilter,
@@ -682,6 +682,26 @@ impl OrderRepository for SqliteStore {
                 items,
                 next: last.filter(|_| more).map(|c| c.to_string()),
             })
+        })
+        .await
+    }
+
+    /// Exact for every status: one pass over `orders_by_status_requested`, which starts with
+    /// the status (an index scan, not of the table; its cost grows with the books).
+    async fn count_by_status(&self) -> Result<StatusCounts, StoreError> {
+        self.scan(|conn| {
+            let mut counts =
+                StatusCounts(OrderStatus::ALL.into_iter().map(|s| (s, Some(0))).collect());
+            let mut stmt =
+                conn.prepare_cached("SELECT status, count(*) FROM orders GROUP BY status")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let status: String = row.get(0)?;
+                let status = OrderStatus::parse(&status)
+                    .ok_or_else(|| super::bad_column(0, format!("unknown status {status}")))?;
+                counts.0.insert(status, Some(get_u64(row, 1)?));
+            }
+            Ok(counts)
         })
         .await
     }

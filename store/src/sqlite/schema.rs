@@ -247,6 +247,19 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
 CREATE INDEX webhook_deliveries_by_endpoint
     ON webhook_deliveries (endpoint_id, created_at, message_id);
 "#,
+    // 18: the operators' console sessions, by the hash of their secret (never the secret), with
+    // the hash of the key each was opened with. Opening one purges those past `expires_at`
+    // (`keys.rs`), through the index.
+    r#"
+CREATE TABLE console_sessions (
+    session_hash TEXT PRIMARY KEY,
+    key_hash     TEXT NOT NULL,
+    principal    TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    expires_at   TEXT NOT NULL
+) STRICT;
+CREATE INDEX console_sessions_by_expiry ON console_sessions (expires_at);
+"#,
 ];
 
 /// The schema version this build writes.
@@ -308,7 +321,7 @@ mod tests {
         );
         assert_eq!(migrate(&mut conn, SCHEMA_VERSION).unwrap(), 0);
         assert_eq!(version(&conn).unwrap(), SCHEMA_VERSION);
-        assert_eq!(table_count(&conn), 13);
+        assert_eq!(table_count(&conn), 14);
     }
 
     #[test]
