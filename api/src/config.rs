@@ -674,6 +674,11 @@ pub struct ServeArgs {
     )]
     pub webhook_disable_after: Duration,
 
+    /// Mark the operator console's session cookie `Secure`, so browsers send it over HTTPS
+    /// only: set it when operators reach the console through TLS (a proxy in front).
+    #[arg(long, env = "FULFILLMENT_CONSOLE_SECURE_COOKIE")]
+    pub console_secure_cookie: bool,
+
     /// The largest request body accepted (larger ones are answered 413).
     #[arg(
         long,
@@ -1004,6 +1009,7 @@ pub struct Settings {
     /// How long the embedded engine keeps a closed execution; `None`: for ever.
     pub retention: Option<Duration>,
     pub webhooks: WebhookSettings,
+    pub console: crate::console::ConsoleSettings,
 }
 
 /// The repair loop of `serve`.
@@ -1093,6 +1099,9 @@ impl From<ServeArgs> for Settings {
                 allow_private: a.webhook_allow_private,
                 disable_after: a.webhook_disable_after,
                 ..WebhookSettings::default()
+            },
+            console: crate::console::ConsoleSettings {
+                secure_cookie: a.console_secure_cookie,
             },
         }
     }

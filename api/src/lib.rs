@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod console;
 pub mod counted_orders;
 pub mod http;
 pub mod intake;

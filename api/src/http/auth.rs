@@ -108,9 +108,20 @@ impl Authenticator {
         })
     }
 
+    /// The store of keys (and of the console's sessions).
+    pub fn keys(&self) -> &Arc<dyn KeyRepository> {
+        &self.keys
+    }
+
     /// The caller `presented` authenticates, or `None` (unknown or revoked key).
     pub async fn authenticate(&self, presented: &[u8]) -> Result<Option<Caller>, StoreError> {
-        let hash = key_hash(presented);
+        self.by_hash(&key_hash(presented)).await
+    }
+
+    /// The caller of the key whose hash is `hash`, or `None` (unknown or revoked key): how a
+    /// console session, which keeps its key's hash, is checked on every request.
+    pub async fn by_hash(&self, hash: &str) -> Result<Option<Caller>, StoreError> {
+        let hash = hash.to_owned();
         if let Some(caller) = self.bootstrap(&hash) {
             return Ok(Some(caller));
         }
@@ -143,7 +154,7 @@ impl Authenticator {
     /// The caller of a request presenting `presented`, within the rate limits: an address over
     /// its failed authentications is served only from the cache (`429` otherwise, before any
     /// lookup), a failure counts against the address, and a key over its rate is `429`.
-    async fn admit(&self, parts: &Parts, presented: &[u8]) -> Result<Caller, Problem> {
+    pub(crate) async fn admit(&self, parts: &Parts, presented: &[u8]) -> Result<Caller, Problem> {
         let address = self.limits.address(parts);
         let caller = match self.limits.blocked(address).await {
             Some(wait) => self.cached(presented).await.ok_or_else(|| {

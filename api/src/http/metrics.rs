@@ -288,6 +288,20 @@ impl Metrics {
             .inc();
     }
 
+    /// Sagas this replica saw end, in every terminal status (the console's sagas/s).
+    pub fn sagas_finished(&self) -> u64 {
+        OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .map(|s| {
+                self.0
+                    .sagas
+                    .get_or_create(&StatusLabels { status: s.as_str() })
+                    .get()
+            })
+            .sum()
+    }
+
     pub fn order(&self, outcome: OrderOutcome) {
         let outcome = match outcome {
             OrderOutcome::Accepted => "accepted",

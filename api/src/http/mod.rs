@@ -106,6 +106,8 @@ pub struct AppState {
     pub webhook_settings: crate::webhooks::WebhookSettings,
     /// The status streams open, per principal.
     pub streams: events::OpenStreams,
+    /// The operator console's state on this replica (its bulk actions, its figures).
+    pub console: crate::console::ConsoleState,
 }
 
 /// The header carrying a request's id (set when the client sends none, and echoed back).
@@ -166,6 +168,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
+        .merge(crate::console::routes())
         .merge(swagger)
         .fallback(unknown_route)
         .with_state(state)

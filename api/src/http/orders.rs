@@ -402,7 +402,7 @@ pub(super) fn status_url(id: &OrderId) -> String {
 }
 
 /// The order with id `raw`, or 404 (an id that cannot exist is unknown too).
-pub(super) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
+pub(crate) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
     let id = OrderId::parse(raw).map_err(|_| order_not_found(raw))?;
     match state.ports.orders.get(&id).await {
         Ok(Some(order)) => Ok(order),
@@ -787,7 +787,7 @@ const POLL_AWAITING_APPROVAL_SECS: u64 = 60;
 
 /// The status view of `order` as `caller` may see it (the status endpoint's answer, and a
 /// cancel's).
-pub(super) async fn status_view(
+pub(crate) async fn status_view(
     state: &AppState,
     order: &Order,
     caller: &Caller,

@@ -408,7 +408,12 @@ pub async fn render_problems(request: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    // The operator console's own error pages are HTML, for a person.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_page {
         return response;
     }
     let kind = ProblemKind::for_status(status);

@@ -479,6 +479,7 @@ mod tests {
             repair: Default::default(),
             retention: None,
             webhooks: Default::default(),
+            console: Default::default(),
         }
     }
 

@@ -406,6 +406,7 @@ impl Service {
             webhooks,
             webhook_settings: settings.webhooks.clone(),
             streams: Default::default(),
+            console: crate::console::ConsoleState::new(settings.console.clone()),
         });
         Ok(Service {
             listener,

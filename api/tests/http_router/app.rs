@@ -172,6 +172,7 @@ impl App {
             webhooks: Arc::new(store.clone()),
             webhook_settings: Default::default(),
             streams: Default::default(),
+            console: Default::default(),
         };
         App {
             dir,
