@@ -6,6 +6,7 @@
 //! from (`cargo test --release --workspace` builds it; so does `-p api -p tests`).
 
 pub mod aws;
+pub mod console;
 pub mod faults;
 pub mod raw;
 

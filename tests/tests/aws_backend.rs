@@ -837,3 +837,76 @@ async fn webhooks_and_the_status_stream_work_across_replicas_on_the_aws_backend(
         replica.stop();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_console_works_across_replicas_on_the_aws_backend() {
+    use blackbox::console::{csrf_of, get, post, sign_in};
+    let stack = AwsStack::start().await;
+    let a = stack.replica(&[]);
+    let b = stack.replica(&[]);
+    let ops = stack.keys_create("ops-on-aws", "operator");
+    a.stock("aws-console-piano", 2, 450_000).await;
+    let placed = a
+        .place(&order(
+            "aws-console-1",
+            "aws-console-piano",
+            1,
+            450_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    b.reaches("aws-console-1", "AWAITING_APPROVAL").await;
+
+    // A session opened on one replica is known to the other (it lives in DynamoDB).
+    let (status, cookie) = sign_in(&a, &ops).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = cookie.expect("a session cookie");
+    let (status, _, dashboard) = get(&b, &cookie, "/console").await;
+    assert_eq!(status, StatusCode::OK, "{dashboard}");
+    // DynamoDB counts the approvals queue (a sparse index) exactly.
+    assert!(
+        dashboard.contains("Approvals waiting</a></dt><dd>1</dd>"),
+        "{dashboard}"
+    );
+    let (status, _, page) = get(&b, &cookie, "/console/orders/aws-console-1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("AWAITING_APPROVAL") && page.contains("<svg"),
+        "{page}"
+    );
+    let (status, _, list) = get(&a, &cookie, "/console/orders?status=AWAITING_APPROVAL").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert!(list.contains("/console/orders/aws-console-1"), "{list}");
+
+    // Approved from the console of the other replica: recorded with the operator's name.
+    let token = csrf_of(&page);
+    let (status, location) = post(
+        &b,
+        &cookie,
+        "/console/orders/aws-console-1/approve",
+        &[("csrf", &token), ("note", "approved on aws")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        location.starts_with("/console/orders/aws-console-1?done="),
+        "{location}"
+    );
+    let done = a.reaches("aws-console-1", "COMPLETED").await;
+    assert_eq!(done["approval"]["decidedBy"], "ops-on-aws", "{done}");
+
+    // Signing out on one replica ends the session on both.
+    let (status, _) = post(&b, &cookie, "/console/sign-out", &[("csrf", &token)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    for replica in [&a, &b] {
+        let (status, location, _) = get(replica, &cookie, "/console").await;
+        assert_eq!(
+            (status, location.as_str()),
+            (StatusCode::SEE_OTHER, "/console/sign-in")
+        );
+    }
+    for replica in [a, b] {
+        replica.stop();
+    }
+}

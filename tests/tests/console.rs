@@ -10,78 +10,15 @@
 //! signs out; every page passes axe-core's WCAG 2 A/AA rules, and each step leaves a
 //! screenshot under `target/console-screenshots/`.
 
-use blackbox::{Db, Server, TOKEN, command_on_store, keys_create, order};
+use blackbox::console::{csrf_of, get, http, post, sign_in};
+use blackbox::{Db, Server, command_on_store, keys_create, order};
 use fantoccini::{Client, ClientBuilder, Locator};
-use reqwest::header::{COOKIE, LOCATION, ORIGIN, SET_COOKIE};
-use reqwest::{StatusCode, redirect};
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, ORIGIN};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A plain HTTP client that shows redirects instead of following them.
-fn http() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// Signs in with `key` over plain HTTP: the answer's status and the session cookie, if any.
-async fn sign_in(server: &Server, key: &str) -> (StatusCode, Option<String>) {
-    let r = http()
-        .post(server.url("/console/sign-in"))
-        .form(&[("key", key)])
-        .send()
-        .await
-        .unwrap();
-    let cookie = r
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with("fulfillment_console=") && !c.starts_with("fulfillment_console=;"))
-        .map(|c| c.split(';').next().unwrap().to_owned());
-    (r.status(), cookie)
-}
-
-/// `GET path` with the session cookie: status, `Location`, body.
-async fn get(server: &Server, cookie: &str, path: &str) -> (StatusCode, String, String) {
-    let r = http()
-        .get(server.url(path))
-        .header(COOKIE, cookie)
-        .send()
-        .await
-        .unwrap();
-    let location = r
-        .headers()
-        .get(LOCATION)
-        .map(|l| l.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    (r.status(), location, r.text().await.unwrap())
-}
-
-/// The CSRF token a console page's forms carry.
-fn csrf_of(page: &str) -> String {
-    let at = page
-        .find("name=\"csrf\" value=\"")
-        .expect("a form with a CSRF token")
-        + 19;
-    page[at..].split('"').next().unwrap().to_owned()
-}
-
-/// Waits until the order's status (through the JSON API) is `status`.
-async fn until_status(server: &Server, id: &str, status: &str) {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = server.status(id).await;
-        if now["status"] == status {
-            return;
-        }
-        assert!(Instant::now() < until, "{id} never reached {status}: {now}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// A service with stock, an operator `alice` and orders `ids` waiting for approval.
 async fn service_with_orders(ids: &[&str]) -> (Db, Server, String) {
@@ -97,7 +34,7 @@ async fn service_with_orders(ids: &[&str]) -> (Db, Server, String) {
         assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.text);
     }
     for id in ids {
-        until_status(&server, id, "AWAITING_APPROVAL").await;
+        server.reaches(id, "AWAITING_APPROVAL").await;
     }
     (db, server, alice)
 }
@@ -157,7 +94,7 @@ async fn console_sessions_need_an_operator_key_and_every_action_its_token() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    until_status(&server, "csrf-1", "CANCELLED").await;
+    server.reaches("csrf-1", "CANCELLED").await;
     let (_, _, page) = get(&server, &cookie, "/console/orders/csrf-1").await;
     assert!(
         page.contains("Cancellation asked by <strong>alice</strong> (operator)"),
@@ -175,14 +112,8 @@ async fn console_sessions_need_an_operator_key_and_every_action_its_token() {
     assert!(!page.contains("Call +1 555 0100"), "{page}");
 
     // Signing out ends the session on the server, not only in this browser.
-    let r = http()
-        .post(server.url("/console/sign-out"))
-        .header(COOKIE, &cookie)
-        .form(&[("csrf", token.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (status, _) = post(&server, &cookie, "/console/sign-out", &[("csrf", &token)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
     let (status, location, _) = get(&server, &cookie, "/console").await;
     assert_eq!(
         (status, location.as_str()),
@@ -219,7 +150,6 @@ async fn console_sessions_need_an_operator_key_and_every_action_its_token() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-    let _ = TOKEN;
 }
 
 /// chromedriver and a headless Chromium session, closed on drop.
@@ -466,7 +396,7 @@ async fn an_operator_signs_in_approves_cancels_bulk_rejects_and_signs_out_in_a_b
     );
     let _ = current;
     b.shot("04-order-completed").await;
-    until_status(&server, "web-ship", "COMPLETED").await;
+    server.reaches("web-ship", "COMPLETED").await;
 
     // Cancel another.
     b.c()
@@ -484,7 +414,7 @@ async fn an_operator_signs_in_approves_cancels_bulk_rejects_and_signs_out_in_a_b
         "{text}"
     );
     b.shot("05-order-cancelled").await;
-    until_status(&server, "web-cancel", "CANCELLED").await;
+    server.reaches("web-cancel", "CANCELLED").await;
 
     // Reject the rest in bulk: a filter, a dry run with its count, then the run's progress.
     b.c()
@@ -514,8 +444,7 @@ async fn an_operator_signs_in_approves_cancels_bulk_rejects_and_signs_out_in_a_b
     b.accessible("bulk progress").await;
     b.shot("07-bulk-finished").await;
     for id in ["web-bulk-1", "web-bulk-2", "web-bulk-3"] {
-        until_status(&server, id, "CANCELLED").await;
-        let s = server.status(id).await;
+        let s = server.reaches(id, "CANCELLED").await;
         assert_eq!(s["approval"]["decidedBy"], "alice", "{s}");
         assert_eq!(s["approval"]["reason"], "duplicate test orders", "{s}");
     }
