@@ -12,6 +12,8 @@ mod counting;
 mod approvals;
 #[path = "http_router/broken_backends.rs"]
 mod broken_backends;
+#[path = "http_router/console.rs"]
+mod console;
 #[path = "http_router/cross_cutting.rs"]
 mod cross_cutting;
 #[path = "http_router/incidents.rs"]

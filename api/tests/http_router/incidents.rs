@@ -7,7 +7,7 @@ use std::time::Instant;
 use store::{GatewayError, Incident};
 
 /// The service with refunds refused for good while `refusing` (a disputed charge).
-async fn with_refusable_refunds() -> (App, Arc<CountingPayments>) {
+pub(crate) async fn with_refusable_refunds() -> (App, Arc<CountingPayments>) {
     let mut counting = None;
     let app = App::build(SagaSettings::default(), HttpLimits::default(), |inner| {
         let payments = Arc::new(CountingPayments::new(inner));
@@ -24,7 +24,7 @@ fn disputed() -> GatewayError {
 
 /// An order whose shipment is rejected, so that it is compensated, and whose refund is refused:
 /// it ends `COMPENSATION_FAILED`.
-async fn failed_refund(app: &App, payments: &CountingPayments, id: &str) -> Value {
+pub(crate) async fn failed_refund(app: &App, payments: &CountingPayments, id: &str) -> Value {
     payments.refuse_refunds(Some(disputed()));
     app.stock("book", 5, 2_500).await;
     let placed = app
