@@ -33,6 +33,7 @@ enum Scenario {
     Fsync,
     Quota,
     Soak,
+    Console,
     Peers,
 }
 
@@ -127,6 +128,10 @@ struct Cli {
     /// window; small orders live seconds, as the retention is shortened for the run)
     #[arg(long, env = "BENCH_SOAK_REPAIR_WINDOW_SECS", default_value_t = 120)]
     soak_repair_window_secs: u64,
+    /// console: orders in the store while the console's pages are read (one in a hundred
+    /// awaiting approval; embedded backend).
+    #[arg(long, env = "BENCH_CONSOLE_ORDERS", default_value_t = 100_000)]
+    console_orders: u64,
     /// peers: small orders of the closed loop, on each system.
     #[arg(long, env = "BENCH_PEERS_ORDERS", default_value_t = 20_000)]
     peers_orders: u64,
@@ -204,7 +209,7 @@ fn main() -> Result<()> {
         .block_on(run(cli))
 }
 
-const ALL: [(Scenario, &str); 8] = [
+const ALL: [(Scenario, &str); 9] = [
     (Scenario::Fsync, "fsync"),
     (Scenario::Accept, "accept"),
     (Scenario::Saga, "saga"),
@@ -212,6 +217,7 @@ const ALL: [(Scenario, &str); 8] = [
     (Scenario::Recovery, "recovery"),
     (Scenario::Quota, "quota"),
     (Scenario::Soak, "soak"),
+    (Scenario::Console, "console"),
     (Scenario::Peers, "peers"),
 ];
 
@@ -303,6 +309,21 @@ async fn run(cli: Cli) -> Result<()> {
             failed |= result.is_err();
             continue;
         }
+        if scenario == Scenario::Console {
+            // The console's pages over the embedded store (its counts are SQLite's).
+            eprintln!("bench console: embedded …");
+            let ctx = ctx(Backend::Embedded);
+            let orders = cli.console_orders;
+            let result = joined(
+                tokio::spawn(async move { scenarios::console::run(&ctx, orders).await }).await,
+            );
+            match &result {
+                Ok(report) => println!("bench console: {}", report.summary),
+                Err(e) => println!("bench console: failed: {e}"),
+            }
+            failed |= result.is_err();
+            continue;
+        }
         if scenario == Scenario::Peers {
             // Its own table: the systems side by side, not the backends.
             let sizes = peers::run::PeerSizes {
@@ -361,6 +382,7 @@ async fn one(scenario: Scenario, ctx: Ctx, limit: Option<Duration>) -> Result<Re
             Scenario::Fsync
             | Scenario::Quota
             | Scenario::Soak
+            | Scenario::Console
             | Scenario::Peers
             | Scenario::All => {
                 unreachable!("not a backend's scenario")

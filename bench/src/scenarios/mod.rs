@@ -3,6 +3,7 @@
 //! summary line and its figures, for the side-by-side table).
 
 pub mod accept;
+pub mod console;
 pub mod fsync;
 pub mod parked;
 pub mod quota;
