@@ -40,11 +40,7 @@ pub async fn get(server: &Server, cookie: &str, path: &str) -> (StatusCode, Stri
         .send()
         .await
         .unwrap();
-    let location = r
-        .headers()
-        .get(LOCATION)
-        .map(|l| l.to_str().unwrap().to_owned())
-        .unwrap_or_default();
+    let location = location(&r);
     (r.status(), location, r.text().await.unwrap())
 }
 
@@ -62,12 +58,16 @@ pub async fn post(
         .send()
         .await
         .unwrap();
-    let location = r
-        .headers()
+    let location = location(&r);
+    (r.status(), location)
+}
+
+/// The answer's `Location`, or empty.
+fn location(r: &reqwest::Response) -> String {
+    r.headers()
         .get(LOCATION)
         .map(|l| l.to_str().unwrap().to_owned())
-        .unwrap_or_default();
-    (r.status(), location)
+        .unwrap_or_default()
 }
 
 /// The CSRF token a console page's forms carry.

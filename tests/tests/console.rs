@@ -290,6 +290,16 @@ impl Browser {
         assert!(found["passes"].as_u64().unwrap_or(0) > 5, "{page}: {found}");
     }
 
+    /// Whether the browser is on the sign-in page.
+    async fn at_sign_in(&self) -> bool {
+        self.c()
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with("/console/sign-in")
+    }
+
     async fn click(&self, css: &str) {
         self.c()
             .find(Locator::Css(css))
@@ -345,14 +355,7 @@ async fn an_operator_signs_in_approves_cancels_bulk_rejects_and_signs_out_in_a_b
 
     // Sign in, with the keyboard only.
     b.c().goto(&server.url("/console")).await.unwrap();
-    assert!(
-        b.c()
-            .current_url()
-            .await
-            .unwrap()
-            .path()
-            .ends_with("/console/sign-in")
-    );
+    assert!(b.at_sign_in().await);
     b.accessible("sign-in").await;
     b.shot("01-sign-in").await;
     b.type_into("#key", &format!("{alice}\u{E007}")).await;
@@ -464,13 +467,6 @@ async fn an_operator_signs_in_approves_cancels_bulk_rejects_and_signs_out_in_a_b
     b.click("form.who button").await;
     b.until_text("Operator API key", false).await;
     b.c().goto(&server.url("/console/orders")).await.unwrap();
-    assert!(
-        b.c()
-            .current_url()
-            .await
-            .unwrap()
-            .path()
-            .ends_with("/console/sign-in")
-    );
+    assert!(b.at_sign_in().await);
     b.shot("08-signed-out").await;
 }

@@ -98,9 +98,10 @@ pub async fn run(ctx: &Ctx, orders: u64) -> Result<Report> {
         outcome.require_all(200, name)?;
         let l = &outcome.latencies;
         parts.push(format!(
-            "{name} p50 {} p99 {}",
+            "{name} p50 {} p99 {} max {}",
             ms(l.quantile(0.5)),
-            ms(l.quantile(0.99))
+            ms(l.quantile(0.99)),
+            ms(l.quantile(1.0))
         ));
         figures.push(Figure::millis(format!("{name} p99"), l.quantile(0.99)));
     }
