@@ -15,7 +15,7 @@ use blackbox::{Db, Server, command_on_store, keys_create, order};
 use fantoccini::{Client, ClientBuilder, Locator};
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, ORIGIN};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -332,7 +332,8 @@ impl Drop for Browser {
         if let Some(client) = self.client.take()
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
-            let _ = std::thread::scope(|s| s.spawn(|| handle.block_on(client.close())).join());
+            let _ =
+                std::thread::scope(|s| s.spawn(|| handle.block_on(client.close()).is_ok()).join());
         }
         let _ = self.driver.kill();
         let _ = self.driver.wait();

@@ -161,10 +161,7 @@ impl OrdersQuery {
         let mut errors = Vec::new();
         let status = Self::trimmed(&self.status)
             .map(|raw| OrderStatus::parse(raw).ok_or_else(|| format!("{raw:?} is not a status")));
-        let status = match status.transpose() {
-            Ok(s) => s,
-            Err(e) => return Err(e),
-        };
+        let status = status.transpose()?;
         let created_since = filter_time("since", self.since.as_deref(), &mut errors);
         let created_until = filter_time("until", self.until.as_deref(), &mut errors);
         if let Some(e) = errors.first() {
@@ -214,11 +211,10 @@ pub async fn orders(
         Ok(f) => f,
         Err(e) => return layout::bad_request(&e),
     };
-    let mut errors = Vec::new();
-    let after = validate::queue_cursor(OrdersQuery::trimmed(&query.after), "orders", &mut errors);
-    if !errors.is_empty() {
-        return layout::bad_request("that page's cursor is not one this list gave");
-    }
+    let after = match cursor(&query.after) {
+        Ok(a) => a,
+        Err(e) => return layout::bad_request(e),
+    };
     let (found, counts) = tokio::join!(
         state
             .ports
@@ -660,9 +656,9 @@ pub async fn approvals(
     operator: ConsoleOperator,
     Query(query): Query<CursorQuery>,
 ) -> Response {
-    let after = match cursor(&query) {
+    let after = match cursor(&query.after) {
         Ok(a) => a,
-        Err(r) => return r,
+        Err(e) => return layout::bad_request(e),
     };
     let page_of = match state
         .ports
@@ -717,9 +713,9 @@ pub async fn incidents(
     operator: ConsoleOperator,
     Query(query): Query<CursorQuery>,
 ) -> Response {
-    let after = match cursor(&query) {
+    let after = match cursor(&query.after) {
         Ok(a) => a,
-        Err(r) => return r,
+        Err(e) => return layout::bad_request(e),
     };
     let page_of = match state
         .ports
@@ -838,16 +834,14 @@ pub struct CursorQuery {
     pub notice: NoticeQuery,
 }
 
-fn cursor(query: &CursorQuery) -> Result<Option<QueueCursor>, Response> {
+/// The cursor `after` of a list's page, or why it is not one the list gave.
+fn cursor(after: &Option<String>) -> Result<Option<QueueCursor>, &'static str> {
     let mut errors = Vec::new();
-    let after =
-        validate::queue_cursor(OrdersQuery::trimmed(&query.after), "this list", &mut errors);
+    let after = validate::queue_cursor(OrdersQuery::trimmed(after), "this list", &mut errors);
     if errors.is_empty() {
         Ok(after)
     } else {
-        Err(layout::bad_request(
-            "that page's cursor is not one this list gave",
-        ))
+        Err("that page's cursor is not one this list gave")
     }
 }
 
