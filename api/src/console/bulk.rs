@@ -94,6 +94,9 @@ pub struct Job {
     pub action: Action,
     pub operator: String,
     pub started_at: DateTime<Utc>,
+    /// The filter as the orders page wrote it (empty: every order), and the note.
+    pub filter: String,
+    pub note: Option<String>,
     /// The orders the dry run counted.
     pub expected: u64,
     pub succeeded: AtomicU64,
@@ -251,6 +254,8 @@ fn run(
         action,
         operator: operator.name.clone(),
         started_at: Utc::now(),
+        filter: form.get("filter").cloned().unwrap_or_default(),
+        note: note.clone(),
         expected,
         succeeded: AtomicU64::new(0),
         failed: AtomicU64::new(0),
@@ -322,6 +327,8 @@ pub async fn progress(
     let body = html! {
         div id="live" data-refresh=[(!finished).then_some("1")] {
             p { "Started by " strong { (job.operator) } " at " (time(job.started_at)) "." }
+            p { "Filter: " code { @if job.filter.is_empty() { "every order" } @else { (job.filter) } }
+                @if let Some(n) = &job.note { " · note: " q { (n) } } }
             label for="bulk-progress" { (if finished { "Finished" } else { "Running" }) ": " (done) " of " (job.expected) " orders" }
             progress id="bulk-progress" max=(job.expected.max(done).max(1)) value=(done) { (done) " of " (job.expected) }
             dl class="figures" {

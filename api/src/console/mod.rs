@@ -61,9 +61,12 @@ const COUNTS_TTL: Duration = Duration::from_secs(5);
 const THROUGHPUT_WINDOW: Duration = Duration::from_secs(60);
 
 impl ConsoleState {
-    pub fn new(settings: ConsoleSettings) -> ConsoleState {
+    /// The console of a replica starting now: its throughput is measured from now on (the
+    /// first minute's figure spans the time since the start).
+    pub fn new(settings: ConsoleSettings, finished_so_far: u64) -> ConsoleState {
         ConsoleState(Arc::new(Inner {
             settings,
+            throughput: Mutex::new(VecDeque::from([(Instant::now(), finished_so_far)])),
             ..Inner::default()
         }))
     }

@@ -395,6 +395,7 @@ impl Service {
             metrics.clone(),
         );
         drop(on_background);
+        let finished_so_far = metrics.sagas_finished();
         let router = http::router(AppState {
             ports,
             workflow,
@@ -406,7 +407,7 @@ impl Service {
             webhooks,
             webhook_settings: settings.webhooks.clone(),
             streams: Default::default(),
-            console: crate::console::ConsoleState::new(settings.console.clone()),
+            console: crate::console::ConsoleState::new(settings.console.clone(), finished_so_far),
         });
         Ok(Service {
             listener,
