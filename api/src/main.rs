@@ -16,6 +16,7 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    api::startup::tune_process();
     let Cli { command } = Cli::parse();
     let (log_format, log_to) = match &command {
         Command::Serve(a) => (a.backend.log_format, LogTo::Stdout),
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
     };
     let _logs = api::telemetry::init(log_format, log_to);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(api::startup::BLOCKING_THREADS)
         .enable_all()
         .build()
     {

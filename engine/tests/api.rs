@@ -721,3 +721,49 @@ async fn a_second_engine_on_a_database_in_use_is_refused_until_the_first_shuts_d
     let second = open(&db).await;
     second.shutdown().await;
 }
+
+/// Threads of this process whose name starts with `prefix` (Linux: `/proc/self/task`).
+#[cfg(target_os = "linux")]
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with(prefix))
+        })
+        .count()
+}
+
+/// Every read waits for one of the engine's few read connections as a task, not as a blocking
+/// thread parked on a connection's lock: a burst of reads does not make the runtime start a
+/// thread for each (it would, up to 512, each keeping its stack and allocator heap).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_burst_of_reads_waits_for_a_read_connection_without_a_thread_each() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("engine-burst")
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let db = db();
+        let engine = open(&db).await;
+        let activity = engine.create_activity("work").await.unwrap().activity_arn;
+        let sm = machine(&engine, "m", one_activity_task(&activity, json!({}))).await;
+        let arn = start(&engine, &sm, "burst", json!({})).await;
+        let mut reads = tokio::task::JoinSet::new();
+        for _ in 0..400 {
+            let (engine, arn) = (engine.clone(), arn.clone());
+            reads.spawn(async move { engine.describe_execution(&arn).await });
+        }
+        while let Some(read) = reads.join_next().await {
+            assert_eq!(read.unwrap().unwrap().status, ExecutionStatus::Running);
+        }
+        // Two workers and the blocking threads the reads used: a few for each of the two read
+        // connections (a thread finishing one read may not be idle yet when the next starts),
+        // never one a read.
+        let threads = threads_named("engine-burst");
+        assert!(threads <= 24, "{threads} threads served 400 reads");
+    });
+}

@@ -233,3 +233,42 @@ async fn accepted_orders_page_through_the_unstarted_orders_alone_in_the_order_th
         "{plan:?}"
     );
 }
+
+/// Listings wait for one of the store's few read connections as tasks, not as blocking threads
+/// parked on a connection's lock: a burst of them does not make the runtime start a thread for
+/// each (it would, up to 512, each keeping its stack and allocator heap).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_burst_of_listings_waits_for_a_read_connection_without_a_thread_each() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("store-burst")
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+        store.create(new_order(&order_id("burst"))).await.unwrap();
+        let mut reads = tokio::task::JoinSet::new();
+        for _ in 0..400 {
+            let store = store.clone();
+            reads.spawn(async move { store.accepted_orders(None, 10).await });
+        }
+        while let Some(read) = reads.join_next().await {
+            assert_eq!(read.unwrap().unwrap().items.len(), 1);
+        }
+        // Two workers and the blocking threads the listings used: a few for each of the four
+        // read connections (a thread finishing one listing may not be idle yet when the next
+        // starts), never one a listing.
+        let threads = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|n| n.starts_with("store-burst"))
+            })
+            .count();
+        assert!(threads <= 40, "{threads} threads served 400 listings");
+    });
+}

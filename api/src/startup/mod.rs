@@ -45,6 +45,7 @@ mod backends;
 mod backup;
 mod engine_server;
 mod keys;
+mod process;
 mod provision;
 mod serve;
 
@@ -55,9 +56,10 @@ pub use backup::{run_backup, run_restore};
 pub use engine_server::{EngineServer, run_engine};
 use keys::*;
 pub use keys::{BOOTSTRAP_CLIENT_NAME, BOOTSTRAP_OPERATOR_NAME, BootstrapKeys, run_keys};
+pub use process::tune as tune_process;
 pub use provision::run_provision;
 use serve::*;
-pub use serve::{Service, keeper_interval};
+pub use serve::{BLOCKING_THREADS, Service, keeper_interval};
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]

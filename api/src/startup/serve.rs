@@ -41,6 +41,7 @@ pub(super) fn background_runtime() -> Result<Background, StartupError> {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads((cores / 2).max(1))
+        .max_blocking_threads(BLOCKING_THREADS)
         .thread_name("saga-worker")
         .on_thread_start(lower_priority)
         .enable_all()
@@ -48,6 +49,13 @@ pub(super) fn background_runtime() -> Result<Background, StartupError> {
         .map(|rt| Background(Some(rt)))
         .map_err(|e| StartupError::Config(format!("cannot start the workers' runtime: {e}")))
 }
+
+/// The most blocking threads a runtime of the service keeps. Its blocking work is the
+/// databases' reads, a few at a time (each store and engine takes a permit of one of its few
+/// read connections first), so a handful of threads serve them; Tokio's default (512) let a
+/// burst of orders start dozens, each keeping its stack and allocator heap after the burst
+/// (BENCHMARKS.md, "The performance goals").
+pub const BLOCKING_THREADS: usize = 8;
 
 /// The background runtime, shut down without waiting when dropped: a runtime dropped inside
 /// another's tasks (a `Service` dropped without `serve`) would otherwise panic.

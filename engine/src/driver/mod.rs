@@ -129,10 +129,43 @@ const MAX_PAYLOAD: usize = 262_144;
 
 struct Inner {
     tx: mpsc::Sender<Command>,
-    reader: Arc<Mutex<Store>>,
+    readers: Arc<Readers>,
     config: EngineConfig,
     stats: Arc<Stats>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The read connections, beside the writer's. A read takes a permit before it goes to a
+/// blocking thread, so there is always a free connection for it there: a burst of reads (every
+/// start describes its execution first) waits as tasks, not as blocking threads parked on a
+/// connection's lock (Tokio would start one a read, up to 512).
+struct Readers {
+    conns: Vec<Mutex<Store>>,
+    permits: tokio::sync::Semaphore,
+}
+
+/// Read connections: reads are point lookups and history pages, a few at a time.
+const READERS: usize = 2;
+
+impl Readers {
+    fn new(conns: Vec<Store>) -> Readers {
+        Readers {
+            permits: tokio::sync::Semaphore::new(conns.len()),
+            conns: conns.into_iter().map(Mutex::new).collect(),
+        }
+    }
+
+    /// A connection nobody holds (the caller has a permit, so there is one), else the first.
+    fn free(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.conns
+            .iter()
+            .find_map(|c| match c.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            })
+            .unwrap_or_else(|| self.conns[0].lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 impl Drop for Inner {
@@ -194,10 +227,12 @@ impl Engine {
         let writer_tx = tx.clone();
         let writer_stats = stats.clone();
         let claim = claim(&config.db_path)?;
-        let (store, reader) = tokio::task::spawn_blocking(move || {
+        let (store, readers) = tokio::task::spawn_blocking(move || {
             let store = Store::open(&cfg.db_path, cfg.sync, cfg.dictionary_samples)?;
-            let reader = Store::open_reader(&cfg.db_path)?;
-            Ok::<_, rusqlite::Error>((store, reader))
+            let readers = (0..READERS)
+                .map(|_| Store::open_reader(&cfg.db_path))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, rusqlite::Error>((store, readers))
         })
         .await
         .map_err(|e| EngineError::Internal(e.to_string()))?
@@ -231,7 +266,7 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(Inner {
                 tx,
-                reader: Arc::new(Mutex::new(reader)),
+                readers: Arc::new(Readers::new(readers)),
                 config,
                 stats,
                 thread: Mutex::new(Some(thread)),
@@ -260,14 +295,14 @@ impl Engine {
         &self,
         f: impl FnOnce(&Store) -> Result<T, rusqlite::Error> + Send + 'static,
     ) -> Result<T, EngineError> {
-        let reader = self.inner.reader.clone();
-        tokio::task::spawn_blocking(move || {
-            let store = reader.lock().unwrap_or_else(|p| p.into_inner());
-            f(&store)
-        })
-        .await
-        .map_err(|e| EngineError::Internal(e.to_string()))?
-        .map_err(EngineError::storage)
+        // Never closed, so never an error. Held until the answer is back here, so the next
+        // read finds the blocking thread this one used idle instead of starting another.
+        let _permit = self.inner.readers.permits.acquire().await.ok();
+        let readers = self.inner.readers.clone();
+        tokio::task::spawn_blocking(move || f(&readers.free()))
+            .await
+            .map_err(|e| EngineError::Internal(e.to_string()))?
+            .map_err(EngineError::storage)
     }
 
     /// Creates a STANDARD state machine. The same name with the same definition returns the

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use tokio::sync::Semaphore;
 use writer::Writer;
 
 /// How hard a commit works to survive a power cut.
@@ -53,6 +54,11 @@ pub struct SqliteStore {
 struct Inner {
     writer: Writer,
     readers: Vec<Mutex<Connection>>,
+    /// One permit a reader: a read that goes to a blocking thread takes one first, so a burst
+    /// of reads waits here as tasks, not as blocking threads parked on the readers' locks
+    /// (Tokio would start one a read, up to 512, each with its stack and allocator heap:
+    /// BENCHMARKS.md, "The performance goals").
+    permits: Semaphore,
     /// Where the next reader search starts, so readers are used evenly.
     next_reader: AtomicUsize,
     path: PathBuf,
@@ -118,6 +124,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
                 writer: Writer::start(writer)?,
+                permits: Semaphore::new(readers.len()),
                 readers,
                 next_reader: AtomicUsize::new(0),
                 path,
@@ -216,12 +223,15 @@ impl SqliteStore {
     }
 
     /// Runs `f`, which may read many rows (a listing), on a read connection on a blocking
-    /// thread.
+    /// thread, once a reader's permit is free.
     pub(crate) async fn scan<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        // Never closed, so never an error. Held until the answer is back here, so the next
+        // read finds the blocking thread this one used idle instead of starting another.
+        let _permit = self.inner.permits.acquire().await.ok();
         let inner = self.inner.clone();
         run_blocking(move || f(&inner.reader())).await
     }
