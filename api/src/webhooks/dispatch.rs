@@ -11,8 +11,10 @@ use store::{
 
 /// Events read from the outbox a pass.
 const BATCH: u32 = 500;
-/// Events dispatched at once (their writes share the store's commits).
+/// Owners whose endpoints are read at once.
 const CONCURRENCY: usize = 64;
+/// Events dispatched a write (the embedded store's; elsewhere, at once).
+const DISPATCH_CHUNK: usize = 64;
 
 /// The body of the event's webhook: the spec's `{type, timestamp, data}`, thin (the status URL
 /// has the rest).
@@ -73,7 +75,8 @@ pub async fn pass(repo: &dyn WebhookRepository) -> Result<usize, StoreError> {
         .collect::<Result<_, _>>()?;
     let count = events.len();
     let none = Vec::new();
-    futures_util::stream::iter(events)
+    let batch: Vec<(OrderEvent, Vec<Delivery>)> = events
+        .into_iter()
         .map(|event| {
             let theirs = event
                 .owner
@@ -81,12 +84,12 @@ pub async fn pass(repo: &dyn WebhookRepository) -> Result<usize, StoreError> {
                 .and_then(|o| endpoints.get(o))
                 .unwrap_or(&none);
             let deliveries = deliveries(&event, theirs);
-            async move { repo.dispatch(&event, &deliveries).await }
+            (event, deliveries)
         })
-        .buffer_unordered(CONCURRENCY)
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>, _>>()?;
+        .collect();
+    // A write a chunk, so that one commit does not carry a whole pass.
+    for chunk in batch.chunks(DISPATCH_CHUNK) {
+        repo.dispatch_all(chunk).await?;
+    }
     Ok(count)
 }

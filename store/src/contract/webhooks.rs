@@ -110,15 +110,28 @@ pub async fn the_outbox_holds_each_status_change_until_dispatched(adapters: &Ada
     // The event list still has it (the status stream reads it).
     let events = adapters.webhooks.order_events(&id).await.expect("events");
     assert_eq!(statuses(&events), expected);
-    // Dispatched with no delivery (nobody wants it): out of the outbox too.
-    for event in left {
+    // Several at once, one with a delivery and one with none (nobody wants it): all out of
+    // the outbox, the delivery stored; again, and nothing changes.
+    let second = delivery(&left[0], "ep_2", DeliveryState::Pending);
+    let batch = vec![
+        (left[0].clone(), vec![second.clone()]),
+        (left[1].clone(), Vec::new()),
+    ];
+    for _ in 0..2 {
         adapters
             .webhooks
-            .dispatch(&event, &[])
+            .dispatch_all(&batch)
             .await
-            .expect("dispatch");
+            .expect("dispatch all");
     }
     assert!(outbox_of(adapters, &id).await.is_empty());
+    let due = adapters
+        .webhooks
+        .due_deliveries(now() + Duration::seconds(1), 100)
+        .await
+        .expect("due");
+    assert_eq!(due.len(), 2, "{due:?}");
+    assert!(due.contains(&second));
 }
 
 /// Endpoints are stored, found by id, listed by owner oldest first, replaced and deleted.

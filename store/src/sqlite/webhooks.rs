@@ -81,6 +81,47 @@ fn delivery_values(d: &Delivery) -> Result<[rusqlite::types::Value; 9], StoreErr
     ])
 }
 
+/// An outbox event's sequence number and the rows of its deliveries, ready to write.
+type DispatchedRow = (i64, Vec<[rusqlite::types::Value; 9]>);
+
+fn outbox_row(event: &OrderEvent, deliveries: &[Delivery]) -> Result<DispatchedRow, StoreError> {
+    let seq: i64 = event
+        .key
+        .parse()
+        .map_err(|_| StoreError::Internal(format!("not an outbox key: {}", event.key)))?;
+    let rows = deliveries
+        .iter()
+        .map(delivery_values)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((seq, rows))
+}
+
+/// Stores each event's deliveries (one already stored is kept) and takes the events out of the
+/// outbox, in one savepoint.
+fn write_dispatched(
+    tx: &mut rusqlite::Transaction<'_>,
+    events: Vec<DispatchedRow>,
+) -> Result<(), StoreError> {
+    let sp = savepoint(tx)?;
+    {
+        let mut insert = sp.prepare_cached(
+            "INSERT OR IGNORE INTO webhook_deliveries (message_id, endpoint_id, \
+             order_id, event_type, payload, created_at, state, next_attempt_at, \
+             attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        let mut taken =
+            sp.prepare_cached("UPDATE order_events SET dispatched = 1 WHERE seq = ?1")?;
+        for (seq, rows) in events {
+            for row in rows {
+                insert.execute(rusqlite::params_from_iter(row))?;
+            }
+            taken.execute([seq])?;
+        }
+    }
+    sp.commit()?;
+    Ok(())
+}
+
 #[async_trait]
 impl WebhookRepository for SqliteStore {
     async fn put_endpoint(&self, endpoint: &WebhookEndpoint) -> Result<(), StoreError> {
@@ -161,34 +202,19 @@ impl WebhookRepository for SqliteStore {
         event: &OrderEvent,
         deliveries: &[Delivery],
     ) -> Result<(), StoreError> {
-        let seq: i64 = event
-            .key
-            .parse()
-            .map_err(|_| StoreError::Internal(format!("not an outbox key: {}", event.key)))?;
-        let rows = deliveries
+        let one = vec![outbox_row(event, deliveries)?];
+        self.write(move |tx| write_dispatched(tx, one)).await
+    }
+
+    async fn dispatch_all(&self, batch: &[(OrderEvent, Vec<Delivery>)]) -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let rows = batch
             .iter()
-            .map(delivery_values)
+            .map(|(event, deliveries)| outbox_row(event, deliveries))
             .collect::<Result<Vec<_>, _>>()?;
-        self.write(move |tx| {
-            let sp = savepoint(tx)?;
-            {
-                let mut insert = sp.prepare_cached(
-                    "INSERT OR IGNORE INTO webhook_deliveries (message_id, endpoint_id, \
-                     order_id, event_type, payload, created_at, state, next_attempt_at, \
-                     attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )?;
-                for row in rows {
-                    insert.execute(rusqlite::params_from_iter(row))?;
-                }
-            }
-            sp.execute(
-                "UPDATE order_events SET dispatched = 1 WHERE seq = ?1",
-                [seq],
-            )?;
-            sp.commit()?;
-            Ok(())
-        })
-        .await
+        self.write(move |tx| write_dispatched(tx, rows)).await
     }
 
     async fn order_events(&self, order_id: &OrderId) -> Result<Vec<OrderEvent>, StoreError> {
