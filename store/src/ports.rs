@@ -800,13 +800,13 @@ pub trait ShippingGateway: Send + Sync {
     async fn shipment(&self, order_id: &OrderId) -> Result<Option<Shipment>, GatewayError>;
 }
 
+/// Events [`WebhookRepository::dispatch_all`]'s default dispatches at once.
+pub const DISPATCH_CONCURRENCY: usize = 64;
+
 /// Webhook endpoints, the outbox of order events, and the deliveries with their attempts.
 /// The outbox is written by the order store itself, with each status change, so an event is
 /// never lost to a crash nor made up by one; the service's dispatcher fans each event out into
 /// deliveries, and its sender attempts them.
-/// Events [`WebhookRepository::dispatch_all`]'s default dispatches at once.
-pub const DISPATCH_CONCURRENCY: usize = 64;
-
 #[async_trait]
 pub trait WebhookRepository: Send + Sync {
     /// Stores `endpoint`, replacing the one with its id (a rotation, a disable).
@@ -830,7 +830,7 @@ pub trait WebhookRepository: Send + Sync {
 
     /// [`dispatch`](Self::dispatch) for each event of `batch` with its deliveries. The embedded
     /// store writes them all at once (one job on its writer, where one an event cost a small
-    /// saga two of its fourteen writes); this default dispatches them one by one,
+    /// saga four of its fourteen writes); this default dispatches them one by one,
     /// [`DISPATCH_CONCURRENCY`] at a time. An error may leave some of them dispatched (each is
     /// idempotent).
     async fn dispatch_all(&self, batch: &[(OrderEvent, Vec<Delivery>)]) -> Result<(), StoreError> {
