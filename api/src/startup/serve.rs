@@ -560,7 +560,11 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert_eq!(lowered, SAGA_NICE.max(before), "the lowered thread's nice value");
+        assert_eq!(
+            lowered,
+            SAGA_NICE.max(before),
+            "the lowered thread's nice value"
+        );
         assert_eq!(own(), before, "the caller's nice value is its own");
     }
 }

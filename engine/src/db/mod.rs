@@ -431,6 +431,9 @@ pub struct Store {
     conn: Connection,
     /// Packs the JSON the writer stores and unpacks what any connection reads (`codec.rs`).
     codec: std::cell::RefCell<Codec>,
+    /// With [`SyncPolicy::Full`], the WAL the writer's syncer flushes after each commit before
+    /// anyone is answered (`driver/writer/durable.rs`); taken by the writer.
+    wal: Option<std::fs::File>,
 }
 
 /// A history row: id, previous event id, timestamp (ms), type, details (JSON).
@@ -485,33 +488,66 @@ fn task_row(r: &rusqlite::Row) -> Result<TaskRow> {
     })
 }
 
+/// An I/O failure outside SQLite, as SQLite would report one.
+pub(crate) fn io_failure(what: String) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+        Some(what),
+    )
+}
+
+/// The database's WAL, opened for flushing, with its directory entry made durable: SQLite
+/// creates the file when the database is first opened in WAL mode and, with
+/// `synchronous=NORMAL`, syncs the directory only at its first checkpoint. The file lives as
+/// long as a connection is open (SQLite truncates it in place, never replaces it).
+fn durable_wal(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    let wal = std::fs::File::open(&name)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(wal)
+}
+
 impl Store {
     /// Opens the database, sets WAL and the sync policy, and brings the schema up to date.
     /// The first `dictionary_samples` bytes of JSON it stores train the dictionary that packs
     /// the rest (`0`: stored as text; see `codec.rs`).
+    /// With [`SyncPolicy::Full`] SQLite still runs with `synchronous=NORMAL`: the writer flushes
+    /// the WAL itself, on another thread, before it answers for a commit ([`Store::take_wal`]).
     pub fn open(path: &Path, sync: SyncPolicy, dictionary_samples: usize) -> Result<Store> {
         let conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        let synchronous = match sync {
-            SyncPolicy::Full => "FULL",
-            SyncPolicy::Normal => "NORMAL",
-        };
-        conn.pragma_update(None, "synchronous", synchronous)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         // Checkpoints run on the writer thread between batches; keep the WAL bounded.
         conn.pragma_update(None, "wal_autocheckpoint", 4000)?;
         // A reader that holds a snapshot long (`fulfillment backup`) holds checkpoints back and
         // the WAL grows meanwhile; once checkpointed, it is cut back to this size.
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         conn.set_prepared_statement_cache_capacity(64);
-        let store = Store {
+        let mut store = Store {
             conn,
             codec: std::cell::RefCell::new(Codec::reader()),
+            wal: None,
         };
         store.incremental_vacuum_on()?;
         store.migrate()?;
         *store.codec.borrow_mut() = Codec::writer(&store.conn, dictionary_samples)?;
+        if sync == SyncPolicy::Full {
+            store.wal = Some(durable_wal(path).map_err(|e| {
+                io_failure(format!("cannot open the WAL of {}: {e}", path.display()))
+            })?);
+        }
         Ok(store)
+    }
+
+    /// The WAL to flush after each commit, once (see the field).
+    pub fn take_wal(&mut self) -> Option<std::fs::File> {
+        self.wal.take()
     }
 
     /// A second connection for reads.
@@ -522,6 +558,7 @@ impl Store {
         Ok(Store {
             conn,
             codec: std::cell::RefCell::new(Codec::reader()),
+            wal: None,
         })
     }
 
@@ -548,6 +585,7 @@ impl Store {
         Ok(Store {
             conn,
             codec: std::cell::RefCell::new(Codec::reader()),
+            wal: None,
         })
     }
 

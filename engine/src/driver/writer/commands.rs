@@ -277,7 +277,10 @@ impl Writer {
                     Some(row) => row.status.is_terminal(),
                 };
                 if done {
-                    let _ = reply.send(());
+                    // After the commit that ended it is durable, as the other watchers are.
+                    b.replies.push(Box::new(move |_| {
+                        let _ = reply.send(());
+                    }));
                 } else {
                     let watchers = self.watchers.entry(arn).or_default();
                     watchers.retain(|w| !w.is_closed());

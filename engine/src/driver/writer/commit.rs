@@ -1,7 +1,8 @@
 //! One grouped transaction: every command taken in one pass, the events they cause and the timers
 //! due, committed together (one fsync for many transitions); only once the commit is durable are
-//! callers answered, handlers invoked and the executions kept warm.
+//! callers answered and handlers invoked (by the syncer, `durable.rs`, while the next batch runs).
 
+use super::durable::After;
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
 use crate::core::{Event, snapshot};
@@ -70,28 +71,39 @@ impl Writer {
                 self.stats
                     .transitions
                     .fetch_add(b.transitions, std::sync::atomic::Ordering::Relaxed);
-                for r in b.replies {
-                    r(None);
-                }
                 self.machines.extend(b.new_machines);
                 self.activities.extend(b.new_activities);
-                for request in b.invocations {
-                    self.invoke(request);
-                }
+                let mut owed: Vec<After> = Vec::with_capacity(b.replies.len());
+                owed.extend(
+                    b.replies
+                        .into_iter()
+                        .map(|r| Box::new(move || r(None)) as After),
+                );
+                owed.extend(b.invocations.into_iter().map(|r| self.invocation(r)));
                 for arn in b.finished {
                     for w in self.watchers.remove(&arn).unwrap_or_default() {
-                        let _ = w.send(());
+                        owed.push(Box::new(move || {
+                            let _ = w.send(());
+                        }));
                     }
                 }
+                self.syncer.after_sync(owed);
                 self.keep_warm(b.loaded);
             }
             Err(e) => {
                 tracing::error!(error = %e, "engine commit failed; the batch is rolled back");
                 self.store.rollback();
                 let err = EngineError::storage(e);
-                for r in b.replies {
-                    r(Some(&err));
-                }
+                // After the answers of the commits before, as every answer is.
+                self.syncer.after_sync(
+                    b.replies
+                        .into_iter()
+                        .map(|r| {
+                            let err = err.clone();
+                            Box::new(move || r(Some(&err))) as After
+                        })
+                        .collect(),
+                );
             }
         }
         self.next_due = self.store.next_due().unwrap_or(self.next_due);

@@ -3,10 +3,12 @@
 //! again on open (at-least-once).
 
 use super::commands::{Answer, Command};
+use super::durable::After;
 use super::{Sql, Writer};
 use crate::db::TaskRow;
-use crate::sfn::TaskRequest;
+use crate::sfn::{TaskHandler, TaskRequest};
 use serde_json::Value;
+use std::sync::mpsc::Sender;
 
 impl Writer {
     /// Re-invokes the handler tasks a previous process left unanswered (at-least-once).
@@ -15,7 +17,7 @@ impl Writer {
         let n = tasks.len();
         for task in tasks {
             if let Some(request) = self.request_for(&task)? {
-                self.invoke(request);
+                self.invocation(request)();
             }
         }
         Ok(n)
@@ -38,41 +40,52 @@ impl Writer {
         }))
     }
 
-    pub(super) fn invoke(&self, request: TaskRequest) {
-        let tx = self.tx.clone();
-        let token = request.task_token.clone();
-        match &self.handler {
-            Some(handler) => {
-                let fut = handler.invoke(request);
-                self.runtime.spawn(async move {
-                    let answer = match fut.await {
-                        Ok(v) => Answer::Success(v),
-                        Err(f) => Answer::Failure {
-                            error: Some(f.error),
-                            cause: Some(f.cause),
-                        },
-                    };
-                    let _ = tx.send(Command::Answer {
-                        token,
-                        answer,
-                        reply: None,
-                    });
-                });
-            }
-            None => {
-                let answer = Answer::Failure {
-                    error: Some("States.TaskFailed".to_owned()),
-                    cause: Some(format!(
-                        "No task handler is registered for resource '{}'",
-                        request.resource
-                    )),
+    /// Invokes the handler for `request`: at once, or, as the closure this returns, from the
+    /// syncer once the task's scheduling is durable.
+    pub(super) fn invocation(&self, request: TaskRequest) -> After {
+        let (tx, handler, runtime) = (self.tx.clone(), self.handler.clone(), self.runtime.clone());
+        Box::new(move || invoke(handler.as_deref(), &runtime, tx, request))
+    }
+}
+
+fn invoke(
+    handler: Option<&dyn TaskHandler>,
+    runtime: &tokio::runtime::Handle,
+    tx: Sender<Command>,
+    request: TaskRequest,
+) {
+    let token = request.task_token.clone();
+    match handler {
+        Some(handler) => {
+            let fut = handler.invoke(request);
+            runtime.spawn(async move {
+                let answer = match fut.await {
+                    Ok(v) => Answer::Success(v),
+                    Err(f) => Answer::Failure {
+                        error: Some(f.error),
+                        cause: Some(f.cause),
+                    },
                 };
                 let _ = tx.send(Command::Answer {
                     token,
                     answer,
                     reply: None,
                 });
-            }
+            });
+        }
+        None => {
+            let answer = Answer::Failure {
+                error: Some("States.TaskFailed".to_owned()),
+                cause: Some(format!(
+                    "No task handler is registered for resource '{}'",
+                    request.resource
+                )),
+            };
+            let _ = tx.send(Command::Answer {
+                token,
+                answer,
+                reply: None,
+            });
         }
     }
 }

@@ -6,6 +6,7 @@
 mod apply;
 mod commands;
 mod commit;
+mod durable;
 mod handlers;
 mod load;
 mod poll;
@@ -20,6 +21,7 @@ use crate::db::Store;
 use crate::error::EngineError;
 use crate::sfn::TaskHandler;
 use commit::Batch;
+use durable::Syncer;
 use load::Loaded;
 use poll::Poller;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -51,6 +53,8 @@ pub struct Writer {
     warm: HashMap<i64, Loaded>,
     /// When the next retention pass may run (`prune_if_due`).
     next_prune: Instant,
+    /// Makes each commit durable and then delivers what its batch owes (`durable.rs`).
+    syncer: Syncer,
 }
 
 type Sql<T> = Result<T, rusqlite::Error>;
@@ -58,7 +62,7 @@ type Sql<T> = Result<T, rusqlite::Error>;
 impl Writer {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        store: Store,
+        mut store: Store,
         config: EngineConfig,
         rx: Receiver<Command>,
         tx: Sender<Command>,
@@ -68,6 +72,8 @@ impl Writer {
     ) -> Sql<Writer> {
         let activities = store.activity_arns()?.into_iter().collect();
         let next_due = store.next_due()?;
+        let syncer = Syncer::start(store.take_wal())
+            .map_err(|e| crate::db::io_failure(format!("cannot start the engine's syncer: {e}")))?;
         Ok(Writer {
             store,
             config,
@@ -83,6 +89,7 @@ impl Writer {
             next_due,
             warm: HashMap::new(),
             next_prune: Instant::now(),
+            syncer,
         })
     }
 
@@ -115,6 +122,8 @@ impl Writer {
             self.batch(commands);
             self.prune_if_due();
             if let Some(reply) = shutdown {
+                // Everything committed so far is durable and delivered before the stop is.
+                self.syncer.finish();
                 self.close_pollers();
                 if let Some(r) = reply {
                     let _ = r.send(());
@@ -122,6 +131,7 @@ impl Writer {
                 break;
             }
         }
+        self.syncer.finish();
         self.close_pollers();
     }
 
