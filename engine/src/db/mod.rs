@@ -432,7 +432,7 @@ pub struct Store {
     /// Packs the JSON the writer stores and unpacks what any connection reads (`codec.rs`).
     codec: std::cell::RefCell<Codec>,
     /// With [`SyncPolicy::Full`], the WAL the writer's syncer flushes after each commit before
-    /// anyone is answered (`driver/writer/durable.rs`); taken by the writer.
+    /// anyone is answered (the `durable` crate); taken by the writer.
     wal: Option<std::fs::File>,
 }
 
@@ -496,22 +496,6 @@ pub(crate) fn io_failure(what: String) -> rusqlite::Error {
     )
 }
 
-/// The database's WAL, opened for flushing, with its directory entry made durable: SQLite
-/// creates the file when the database is first opened in WAL mode and, with
-/// `synchronous=NORMAL`, syncs the directory only at its first checkpoint. The file lives as
-/// long as a connection is open (SQLite truncates it in place, never replaces it).
-fn durable_wal(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut name = path.as_os_str().to_owned();
-    name.push("-wal");
-    let wal = std::fs::File::open(&name)?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(wal)
-}
-
 impl Store {
     /// Opens the database, sets WAL and the sync policy, and brings the schema up to date.
     /// The first `dictionary_samples` bytes of JSON it stores train the dictionary that packs
@@ -538,7 +522,7 @@ impl Store {
         store.migrate()?;
         *store.codec.borrow_mut() = Codec::writer(&store.conn, dictionary_samples)?;
         if sync == SyncPolicy::Full {
-            store.wal = Some(durable_wal(path).map_err(|e| {
+            store.wal = Some(durable::wal_of(path).map_err(|e| {
                 io_failure(format!("cannot open the WAL of {}: {e}", path.display()))
             })?);
         }

@@ -21,11 +21,12 @@ use writer::{Answer, Command, Writer};
 /// How hard a commit is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SyncPolicy {
-    /// `synchronous=FULL`: a commit survives power loss (the default).
+    /// A commit survives power loss (the default): the writer's syncer flushes the WAL after
+    /// it and only then answers (the `durable` crate).
     #[default]
     Full,
-    /// `synchronous=NORMAL` in WAL mode: survives a process crash, may lose the last commits on
-    /// power loss.
+    /// No flush after a commit (SQLite's `synchronous=NORMAL` alone): survives a process crash,
+    /// may lose the last commits on power loss.
     Normal,
 }
 

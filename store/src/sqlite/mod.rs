@@ -37,10 +37,11 @@ use writer::Writer;
 /// How hard a commit works to survive a power cut.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
-    /// `synchronous=FULL`: a commit is on disk before the call returns (the default).
+    /// A commit is on disk before the call returns (the default): the WAL is flushed after it,
+    /// off the writer's thread, and only then is anyone answered (the `durable` crate).
     #[default]
     Full,
-    /// `synchronous=NORMAL`: a power cut may lose the last commits, never corrupt the file; a
+    /// No flush after a commit: a power cut may lose the last commits, never corrupt the file; a
     /// process crash loses nothing. For tests and benchmarks.
     Normal,
 }
@@ -94,15 +95,19 @@ impl SqliteStore {
         let mut writer = Connection::open(&path)?;
         writer.busy_timeout(BUSY_TIMEOUT)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
-        let synchronous = match durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
-        writer.pragma_update(None, "synchronous", synchronous)?;
+        // With full durability the writer flushes the WAL itself, on another thread, before it
+        // answers for a commit (the `durable` crate); SQLite need not wait for the disk.
+        writer.pragma_update(None, "synchronous", "NORMAL")?;
         // A reader that holds a snapshot long (`fulfillment backup`) holds checkpoints back and
         // the WAL grows meanwhile; once checkpointed, it is cut back to this size.
         writer.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         schema::migrate(&mut writer, SCHEMA_VERSION)?;
+        let wal = match durability {
+            Durability::Full => Some(durable::wal_of(&path).map_err(|e| {
+                StoreError::Internal(format!("cannot open the WAL of {}: {e}", path.display()))
+            })?),
+            Durability::Normal => None,
+        };
 
         let readers = (0..READERS)
             .map(|_| {
@@ -113,17 +118,18 @@ impl SqliteStore {
                 Ok(Mutex::new(reader))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        SqliteStore::assemble(path, writer, readers)
+        SqliteStore::assemble(path, writer, wal, readers)
     }
 
     fn assemble(
         path: PathBuf,
         writer: Connection,
+        wal: Option<std::fs::File>,
         readers: Vec<Mutex<Connection>>,
     ) -> Result<SqliteStore, StoreError> {
         Ok(SqliteStore {
             inner: Arc::new(Inner {
-                writer: Writer::start(writer)?,
+                writer: Writer::start(writer, wal)?,
                 permits: Semaphore::new(readers.len()),
                 readers,
                 next_reader: AtomicUsize::new(0),
@@ -159,7 +165,7 @@ impl SqliteStore {
         }
         let readers = vec![Mutex::new(reader), Mutex::new(open()?)];
         let writer = open()?;
-        SqliteStore::assemble(path, writer, readers)
+        SqliteStore::assemble(path, writer, None, readers)
     }
 
     pub fn path(&self) -> &Path {

@@ -1,6 +1,8 @@
 //! Group commit: one writer thread owns the write connection and runs every queued write in one
-//! SQLite transaction, each write inside a savepoint of its own, then commits once (one fsync)
-//! and only then answers the writers. Under load a commit carries as many writes as arrived
+//! SQLite transaction, each write inside a savepoint of its own, then commits once and hands the
+//! answers to a syncer thread, which flushes the WAL (one fsync for the commits queued since its
+//! last) and only then answers the writers, while this thread runs the next group (the `durable`
+//! crate). Under load a commit carries as many writes as arrived
 //! during the previous one, so the store is bound by CPU, not by the disk's fsyncs per second.
 //!
 //! A write sees the writes queued before it, as if run alone in that order, and a write that
@@ -9,7 +11,9 @@
 //! every write of its group.
 
 use crate::error::StoreError;
+use durable::{After, Syncer};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +70,8 @@ where
 /// Counters of the writer thread, for `/metrics` and the benchmarks.
 #[derive(Debug, Default)]
 pub struct WriterStats {
-    /// Transactions committed that wrote (each is one fsync of the WAL with `synchronous=FULL`).
+    /// Transactions committed that wrote (each flushed by at most one fsync of the WAL: one
+    /// covers every commit that queued while the last ran).
     pub commits: AtomicU64,
     /// Writes those commits carried (a failed one, rolled back to its savepoint, included).
     pub writes: AtomicU64,
@@ -82,16 +87,26 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn start(conn: Connection) -> Result<Writer, StoreError> {
+    /// `wal`: the WAL to flush before answering for a commit, or `None` (no durability asked).
+    pub(super) fn start(conn: Connection, wal: Option<File>) -> Result<Writer, StoreError> {
         let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
         let stats = Arc::new(WriterStats::default());
+        let cannot =
+            |e: std::io::Error| StoreError::Internal(format!("cannot start the store writer: {e}"));
+        let mut syncer = Syncer::start("store-sync", wal).map_err(cannot)?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn({
                 let stats = stats.clone();
-                move || run(conn, &queue, &stats)
+                move || {
+                    let mut conn = conn;
+                    run(&mut conn, &queue, &stats, &syncer);
+                    // Every answer is given before the connection closes and the thread (and
+                    // the store's drop) ends.
+                    syncer.finish();
+                }
             })
-            .map_err(|e| StoreError::Internal(format!("cannot start the store writer: {e}")))?;
+            .map_err(cannot)?;
         Ok(Writer {
             jobs: Some(jobs),
             thread_id: thread.thread().id(),
@@ -137,7 +152,12 @@ impl Drop for Writer {
     }
 }
 
-fn run(mut conn: Connection, queue: &mpsc::Receiver<Box<dyn Job>>, stats: &WriterStats) {
+fn run(
+    conn: &mut Connection,
+    queue: &mpsc::Receiver<Box<dyn Job>>,
+    stats: &WriterStats,
+    syncer: &Syncer,
+) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     while let Ok(first) = queue.recv() {
         group.push(first);
@@ -147,11 +167,16 @@ fn run(mut conn: Connection, queue: &mpsc::Receiver<Box<dyn Job>>, stats: &Write
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, &mut group, stats);
+        commit_group(conn, &mut group, stats, syncer);
     }
 }
 
-fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>, stats: &WriterStats) {
+fn commit_group(
+    conn: &mut Connection,
+    group: &mut Vec<Box<dyn Job>>,
+    stats: &WriterStats,
+    syncer: &Syncer,
+) {
     let size = group.len() as u64;
     let changes_before = conn.total_changes();
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
@@ -174,16 +199,26 @@ fn commit_group(conn: &mut Connection, group: &mut Vec<Box<dyn Job>>, stats: &Wr
                 stats.commits.fetch_add(1, Ordering::Relaxed);
             }
             stats.writes.fetch_add(size, Ordering::Relaxed);
-            for deliver in deliveries {
-                deliver(None);
-            }
+            syncer.after_sync(
+                deliveries
+                    .into_iter()
+                    .map(|deliver| Box::new(move || deliver(None)) as After)
+                    .collect(),
+            );
         }
         Err(e) => {
             let e = StoreError::from(e);
             tracing::error!(error = %e, writes = size, "a store commit failed");
-            for deliver in deliveries {
-                deliver(Some(e.clone()));
-            }
+            // After the answers of the commits before, as every answer is.
+            syncer.after_sync(
+                deliveries
+                    .into_iter()
+                    .map(|deliver| {
+                        let e = e.clone();
+                        Box::new(move || deliver(Some(e))) as After
+                    })
+                    .collect(),
+            );
         }
     }
 }

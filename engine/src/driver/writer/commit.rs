@@ -1,8 +1,7 @@
 //! One grouped transaction: every command taken in one pass, the events they cause and the timers
 //! due, committed together (one fsync for many transitions); only once the commit is durable are
-//! callers answered and handlers invoked (by the syncer, `durable.rs`, while the next batch runs).
+//! callers answered and handlers invoked (by the syncer, the `durable` crate, while the next batch runs).
 
-use super::durable::After;
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
 use crate::core::{Event, snapshot};
@@ -10,6 +9,7 @@ use crate::driver::Machine;
 use crate::error::EngineError;
 use crate::sfn::TaskRequest;
 use chrono::{DateTime, Utc};
+use durable::After;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

@@ -3,10 +3,10 @@
 //! again on open (at-least-once).
 
 use super::commands::{Answer, Command};
-use super::durable::After;
 use super::{Sql, Writer};
 use crate::db::TaskRow;
 use crate::sfn::{TaskHandler, TaskRequest};
+use durable::After;
 use serde_json::Value;
 use std::sync::mpsc::Sender;
 

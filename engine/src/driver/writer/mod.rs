@@ -6,7 +6,6 @@
 mod apply;
 mod commands;
 mod commit;
-mod durable;
 mod handlers;
 mod load;
 mod poll;
@@ -53,7 +52,7 @@ pub struct Writer {
     warm: HashMap<i64, Loaded>,
     /// When the next retention pass may run (`prune_if_due`).
     next_prune: Instant,
-    /// Makes each commit durable and then delivers what its batch owes (`durable.rs`).
+    /// Makes each commit durable and then delivers what its batch owes (the `durable` crate).
     syncer: Syncer,
 }
 
@@ -72,7 +71,7 @@ impl Writer {
     ) -> Sql<Writer> {
         let activities = store.activity_arns()?.into_iter().collect();
         let next_due = store.next_due()?;
-        let syncer = Syncer::start(store.take_wal())
+        let syncer = Syncer::start("sfn-engine-sync", store.take_wal())
             .map_err(|e| crate::db::io_failure(format!("cannot start the engine's syncer: {e}")))?;
         Ok(Writer {
             store,
