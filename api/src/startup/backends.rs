@@ -213,8 +213,9 @@ pub(super) async fn open_embedded(
     })
 }
 
-/// The embedded backend's commit counters: with `synchronous=FULL` each commit is one fsync,
-/// so these say how much work each fsync carries.
+/// The embedded backend's commit counters: each commit is flushed by at most one fsync (one
+/// covers every commit that queued while the last ran, the `durable` crate), so these say how
+/// much work each commit carries.
 pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<SampledMetric> {
     use std::sync::atomic::Ordering::Relaxed;
     let (e1, e2, e3) = (engine.clone(), engine.clone(), engine.clone());
@@ -223,7 +224,7 @@ pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<Sam
         SampledMetric {
             kind: SampledKind::Counter,
             name: "engine_commits",
-            help: "Grouped transactions the workflow engine committed (one fsync each)",
+            help: "Grouped transactions the workflow engine committed (each flushed by at most one fsync)",
             read: Box::new(move || e1.stats().commits.load(Relaxed)),
         },
         SampledMetric {
@@ -241,7 +242,7 @@ pub(super) fn embedded_counters(engine: &Engine, store: &SqliteStore) -> Vec<Sam
         SampledMetric {
             kind: SampledKind::Counter,
             name: "store_commits",
-            help: "Grouped transactions the store committed (one fsync each)",
+            help: "Grouped transactions the store committed (each flushed by at most one fsync)",
             read: Box::new(move || s1.writer_stats().commits.load(Relaxed)),
         },
         SampledMetric {
