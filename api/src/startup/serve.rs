@@ -81,8 +81,10 @@ impl Drop for Background {
 /// sagas lose it to every wake-up of a nice-0 thread: at 10 (a tenth of a nice-0 thread's
 /// weight) the engine's writer, the sagas' one serial thread, spent a third of its time waiting
 /// for a CPU while 25 % of the two cores stood idle, and 5 completed 3–27 % more sagas a
-/// second in five interleaved pairs of runs, with no change in `POST /orders`' p99 at 1,000
-/// req/s (BENCHMARKS.md, "The performance goals", fourth look).
+/// second in five interleaved pairs of runs. The price: at 1,000 orders/s the sagas take more
+/// of the CPU from the intake (`POST /orders` p50 ~1 ms higher in two pairs of runs once the
+/// WAL flushes moved off the writers' threads). A shop's capacity is the sagas' rate, so 5
+/// (BENCHMARKS.md, "The performance goals", fourth look).
 pub(super) const SAGA_NICE: libc::c_int = 5;
 
 /// Lowers the calling thread's scheduling priority to [`SAGA_NICE`] (Linux, where a thread's
