@@ -1,6 +1,7 @@
 //! One grouped transaction: every command taken in one pass, the events they cause and the timers
 //! due, committed together (one fsync for many transitions); only once the commit is durable are
-//! callers answered and handlers invoked (by the syncer, the `durable` crate, while the next batch runs).
+//! callers answered and handlers invoked (by the syncer, the `durable` crate, while the next
+//! batch runs).
 
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
