@@ -203,6 +203,9 @@ impl Pool {
 #[derive(Debug)]
 pub struct Outcome {
     pub latencies: Latencies,
+    /// Open loop: how late after its intended time each request was handed to its connection
+    /// (the generator's own delay, part of every latency above).
+    pub lateness: Latencies,
     /// Answers by HTTP status.
     pub statuses: BTreeMap<u16, u64>,
     /// Requests that got no answer (connection refused or reset, timeout).
@@ -216,6 +219,7 @@ impl Outcome {
     fn new() -> Outcome {
         Outcome {
             latencies: Latencies::new(),
+            lateness: Latencies::new(),
             statuses: BTreeMap::new(),
             failures: 0,
             first_failure: None,
@@ -348,6 +352,10 @@ mod tests {
         });
         let outcome = open::run(addr, 100.0, 50, make, None).await.unwrap();
         assert_eq!(outcome.count(200), 50);
+        // Every request's lateness is recorded, and request 0's stall made none of the others
+        // late to go out: they went on new connections.
+        assert_eq!(outcome.lateness.len(), 50);
+        assert!(outcome.lateness.max() < Duration::from_millis(500));
         assert!(outcome.latencies.max() >= Duration::from_secs(1));
         assert!(outcome.latencies.quantile(0.5) < Duration::from_millis(500));
         // The run lasts as long as its slowest request, not rate × count.

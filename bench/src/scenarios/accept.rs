@@ -26,9 +26,11 @@ pub async fn run(ctx: &Ctx) -> Result<Report> {
         let l = &outcome.latencies;
         let errors = outcome.errors(202);
         parts.push(format!(
-            "{rate} req/s {} (achieved {:.0}/s{})",
+            "{rate} req/s {} (achieved {:.0}/s, sent p50 {} p99 {} late{})",
             l.summary(),
             outcome.rate(outcome.answered()),
+            ms(outcome.lateness.quantile(0.5)),
+            ms(outcome.lateness.quantile(0.99)),
             if errors.is_empty() {
                 String::new()
             } else {
