@@ -4,9 +4,15 @@
 //! terminal or pipe; none is dropped (a full buffer, 128,000 lines, makes loggers wait).
 
 use crate::config::LogFormat;
-use std::io::IsTerminal;
+use std::io::{BufWriter, IsTerminal};
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
+
+/// The most bytes of lines the log writer gathers into one `write`: it writes what it has
+/// each time it has taken every line waiting, so a terminal still sees each line at once, but
+/// a busy service makes one system call (and one wake-up of whoever reads its pipe) for many
+/// lines, not one for each.
+const BATCH_BYTES: usize = 64 * 1024;
 
 /// Where log lines go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,11 +33,11 @@ pub fn init(format: LogFormat, to: LogTo) -> WorkerGuard {
         .thread_name("log-writer");
     let ((writer, guard), terminal) = match to {
         LogTo::Stdout => (
-            buffered.finish(std::io::stdout()),
+            buffered.finish(BufWriter::with_capacity(BATCH_BYTES, std::io::stdout())),
             std::io::stdout().is_terminal(),
         ),
         LogTo::Stderr => (
-            buffered.finish(std::io::stderr()),
+            buffered.finish(BufWriter::with_capacity(BATCH_BYTES, std::io::stderr())),
             std::io::stderr().is_terminal(),
         ),
     };

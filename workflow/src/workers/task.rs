@@ -136,7 +136,10 @@ async fn answer(worker: &ActivityWorker, token: &str, outcome: StepOutcome) {
         match sent {
             Ok(()) => {
                 match &report {
-                    Report::Success(_) => tracing::info!("step succeeded"),
+                    // Every step of every order at `info` was most of a busy service's lines
+                    // (and their cost); the execution's history keeps each step. Failures,
+                    // parks and compensations stay at `info`.
+                    Report::Success(_) => tracing::debug!("step succeeded"),
                     Report::Failure { error, .. } => tracing::info!(%error, "step failed"),
                 }
                 return;
