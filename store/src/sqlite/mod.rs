@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::Semaphore;
-use writer::Writer;
+use writer::{Lane, Writer};
 
 /// How hard a commit works to survive a power cut.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -218,7 +218,17 @@ impl SqliteStore {
         T: Send + 'static,
         F: for<'c> FnOnce(&mut Transaction<'c>) -> Result<T, StoreError> + Send + 'static,
     {
-        self.inner.writer.write(f).await
+        self.inner.writer.write(Lane::InTurn, f).await
+    }
+
+    /// [`SqliteStore::write`] in the first lane: for a write a client's request waits on (an
+    /// order's intake), which must not wait behind a burst of the saga's writes.
+    pub(crate) async fn write_first<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&mut Transaction<'c>) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.inner.writer.write(Lane::First, f).await
     }
 
     /// Runs `f`, a lookup by key, on a read connection: here, when one is free (a read of a

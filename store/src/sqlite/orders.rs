@@ -182,8 +182,9 @@ async fn insert(
     let items = to_json(&order.items)?;
     let address = to_json(&order.shipping_address)?;
     let amount = to_sql_u64(order.amount_cents, "amount")?;
+    // A client waits on this write (the 202 is sent once it is durable).
     store
-        .write(move |conn| {
+        .write_first(move |conn| {
             let tx = savepoint(conn)?;
             let created_at = ts(order.created_at);
             let inserted = tx

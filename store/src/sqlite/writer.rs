@@ -5,14 +5,19 @@
 //! crate). Under load a commit carries as many writes as arrived
 //! during the previous one, so the store is bound by CPU, not by the disk's fsyncs per second.
 //!
-//! A write sees the writes queued before it, as if run alone in that order, and a write that
-//! fails (or panics, or returns without committing its savepoint) is rolled back alone. Nobody
-//! is answered before the commit that carries their write is durable; a commit that fails fails
-//! every write of its group.
+//! Writes wait in one of two lanes ([`Lane`]). A write in the first lane (an order's intake,
+//! which a client's request waits on) runs next, before the queued writes of the other lane,
+//! and its group is committed as soon as it has run: it waits for the write running when it
+//! arrived, not for a burst of the saga's writes queued before it. Each lane keeps the order
+//! its writes were queued in; a write sees the writes that ran before it, as if run alone in
+//! that order, and a write that fails (or panics, or returns without committing its
+//! savepoint) is rolled back alone. Nobody is answered before the commit that carries their
+//! write is durable; a commit that fails fails every write of its group.
 
 use crate::error::StoreError;
 use durable::{After, Syncer};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -24,6 +29,16 @@ use tokio::sync::oneshot;
 /// The most writes one commit carries: enough to amortise an fsync, few enough that the first
 /// writer of a group does not wait long for the last one's work.
 const MAX_GROUP: usize = 512;
+
+/// Which queue a write waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// A write a request waits on: runs before the writes queued in turn, and its group is
+    /// committed as soon as it has run.
+    First,
+    /// Everything else, in the order queued.
+    InTurn,
+}
 
 /// What a write leaves to do once its group's commit is known: answer its caller.
 type Deliver = Box<dyn FnOnce(Option<StoreError>) + Send>;
@@ -80,7 +95,7 @@ pub struct WriterStats {
 /// The handle of the writer thread; dropping it lets the queued writes finish, then closes the
 /// connection.
 pub(super) struct Writer {
-    jobs: Option<mpsc::Sender<Box<dyn Job>>>,
+    jobs: Option<mpsc::Sender<(Lane, Box<dyn Job>)>>,
     thread: Option<JoinHandle<()>>,
     thread_id: ThreadId,
     stats: Arc<WriterStats>,
@@ -89,7 +104,7 @@ pub(super) struct Writer {
 impl Writer {
     /// `wal`: the WAL to flush before answering for a commit, or `None` (no durability asked).
     pub(super) fn start(conn: Connection, wal: Option<File>) -> Result<Writer, StoreError> {
-        let (jobs, queue) = mpsc::channel::<Box<dyn Job>>();
+        let (jobs, queue) = mpsc::channel::<(Lane, Box<dyn Job>)>();
         let stats = Arc::new(WriterStats::default());
         let cannot =
             |e: std::io::Error| StoreError::Internal(format!("cannot start the store writer: {e}"));
@@ -119,8 +134,8 @@ impl Writer {
         &self.stats
     }
 
-    /// Queues `f` and waits until the commit that carries it is durable.
-    pub(super) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    /// Queues `f` in `lane` and waits until the commit that carries it is durable.
+    pub(super) async fn write<T, F>(&self, lane: Lane, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&mut Transaction<'c>) -> Result<T, StoreError> + Send + 'static,
@@ -131,7 +146,7 @@ impl Writer {
         self.jobs
             .as_ref()
             .ok_or_else(stopped)?
-            .send(job)
+            .send((lane, job))
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -152,45 +167,93 @@ impl Drop for Writer {
     }
 }
 
-fn run(
-    conn: &mut Connection,
-    queue: &mpsc::Receiver<Box<dyn Job>>,
-    stats: &WriterStats,
-    syncer: &Syncer,
-) {
-    let mut group = Vec::with_capacity(MAX_GROUP);
-    while let Ok(first) = queue.recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
-            }
+/// The writes taken off the queue and not yet run, by lane.
+#[derive(Default)]
+struct Waiting {
+    first: VecDeque<Box<dyn Job>>,
+    in_turn: VecDeque<Box<dyn Job>>,
+}
+
+impl Waiting {
+    fn push(&mut self, (lane, job): (Lane, Box<dyn Job>)) {
+        match lane {
+            Lane::First => self.first.push_back(job),
+            Lane::InTurn => self.in_turn.push_back(job),
         }
-        commit_group(conn, &mut group, stats, syncer);
+    }
+
+    /// Takes every write queued meanwhile, without waiting.
+    fn take_queued(&mut self, queue: &mpsc::Receiver<(Lane, Box<dyn Job>)>) {
+        while let Ok(queued) = queue.try_recv() {
+            self.push(queued);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_empty() && self.in_turn.is_empty()
     }
 }
 
-fn commit_group(
+fn run(
     conn: &mut Connection,
-    group: &mut Vec<Box<dyn Job>>,
+    queue: &mpsc::Receiver<(Lane, Box<dyn Job>)>,
     stats: &WriterStats,
     syncer: &Syncer,
 ) {
-    let size = group.len() as u64;
+    let mut waiting = Waiting::default();
+    loop {
+        if waiting.is_empty() {
+            match queue.recv() {
+                Ok(queued) => waiting.push(queued),
+                // Closed, and everything queued has been committed.
+                Err(_) => return,
+            }
+        }
+        commit_group(conn, queue, &mut waiting, stats, syncer);
+    }
+}
+
+/// Runs the waiting writes in one transaction, first lane first, and commits: after at most
+/// [`MAX_GROUP`] writes, when no write is waiting, or right after a first-lane write has run.
+fn commit_group(
+    conn: &mut Connection,
+    queue: &mpsc::Receiver<(Lane, Box<dyn Job>)>,
+    waiting: &mut Waiting,
+    stats: &WriterStats,
+    syncer: &Syncer,
+) {
     let changes_before = conn.total_changes();
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
             let e = StoreError::from(e);
-            tracing::error!(error = %e, writes = size, "a store transaction did not start");
-            for job in group.drain(..) {
+            waiting.take_queued(queue);
+            let writes = waiting.first.len() + waiting.in_turn.len();
+            tracing::error!(error = %e, writes, "a store transaction did not start");
+            for job in waiting.first.drain(..).chain(waiting.in_turn.drain(..)) {
                 job.fail(e.clone());
             }
             return;
         }
     };
-    let deliveries: Vec<Deliver> = group.drain(..).map(|job| job.run(&mut tx)).collect();
+    let mut deliveries: Vec<Deliver> = Vec::new();
+    let mut ran_first = false;
+    while deliveries.len() < MAX_GROUP {
+        waiting.take_queued(queue);
+        let job = match waiting.first.pop_front() {
+            Some(job) => {
+                ran_first = true;
+                job
+            }
+            None if ran_first => break,
+            None => match waiting.in_turn.pop_front() {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        deliveries.push(job.run(&mut tx));
+    }
+    let size = deliveries.len() as u64;
     match tx.commit() {
         Ok(()) => {
             // A group whose writes all declined (conditions that did not hold) wrote nothing
@@ -229,4 +292,130 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    type Answer = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+    /// A writer on a fresh file with a table `t` of names.
+    fn writer() -> (tempfile::TempDir, Arc<Writer>) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("writer.db")).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch("CREATE TABLE t (name TEXT NOT NULL)")
+            .unwrap();
+        (dir, Arc::new(Writer::start(conn, None).unwrap()))
+    }
+
+    /// Closes the writer and reads back the names, in the order their writes ran.
+    fn committed(dir: &tempfile::TempDir, writer: Arc<Writer>) -> Vec<String> {
+        drop(Arc::into_inner(writer).unwrap());
+        let conn = Connection::open(dir.path().join("writer.db")).unwrap();
+        let mut names = conn.prepare("SELECT name FROM t ORDER BY rowid").unwrap();
+        names
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// A write that inserts `name` into `t`, queued now (its first poll sends it).
+    fn queued(writer: &Arc<Writer>, lane: Lane, name: &'static str) -> Answer {
+        queued_with(writer, lane, name, || ())
+    }
+
+    /// As [`queued`], running `before` on the writer's thread first.
+    fn queued_with(
+        writer: &Arc<Writer>,
+        lane: Lane,
+        name: &'static str,
+        before: impl FnOnce() + Send + 'static,
+    ) -> Answer {
+        let writer = writer.clone();
+        let mut answer: Answer = Box::pin(async move {
+            writer
+                .write(lane, move |tx| {
+                    before();
+                    tx.execute("INSERT INTO t (name) VALUES (?1)", [name])?;
+                    Ok(())
+                })
+                .await
+        });
+        let polled = answer
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()));
+        assert!(polled.is_pending(), "{name} is queued, not answered");
+        answer
+    }
+
+    #[tokio::test]
+    async fn a_first_lane_write_is_answered_while_writes_queued_before_it_wait() {
+        let (dir, writer) = writer();
+
+        // The writer runs `running` and holds it until released; meanwhile two writes queue in
+        // turn, the first of which holds the writer again until the first-lane write queued
+        // after them is answered.
+        let (started, running_started) = mpsc::channel();
+        let (release_running, running_released) = mpsc::channel::<()>();
+        let running = queued_with(&writer, Lane::InTurn, "running", move || {
+            started.send(()).unwrap();
+            running_released.recv().unwrap();
+        });
+        running_started.recv().unwrap();
+        let (release_held, held_released) = mpsc::channel::<()>();
+        let held = queued_with(&writer, Lane::InTurn, "held", move || {
+            // Long enough for the test below to fail, not hang, if the first-lane write
+            // waited for this one.
+            let _ = held_released.recv_timeout(Duration::from_secs(60));
+        });
+        let after = queued(&writer, Lane::InTurn, "after");
+        let first = queued(&writer, Lane::First, "first");
+        release_running.send(()).unwrap();
+
+        tokio::time::timeout(Duration::from_secs(20), first)
+            .await
+            .expect(
+                "the first-lane write is answered without waiting for the writes queued before it",
+            )
+            .unwrap();
+        release_held.send(()).unwrap();
+        for answer in [running, held, after] {
+            answer.await.unwrap();
+        }
+
+        let order = committed(&dir, writer);
+        assert_eq!(order, ["running", "first", "held", "after"]);
+    }
+
+    #[tokio::test]
+    async fn writes_of_one_lane_run_in_the_order_queued() {
+        let (dir, writer) = writer();
+        let (started, running_started) = mpsc::channel();
+        let (release_running, running_released) = mpsc::channel::<()>();
+        let running = queued_with(&writer, Lane::InTurn, "running", move || {
+            started.send(()).unwrap();
+            running_released.recv().unwrap();
+        });
+        running_started.recv().unwrap();
+        let answers = vec![
+            running,
+            queued(&writer, Lane::InTurn, "a1"),
+            queued(&writer, Lane::First, "f1"),
+            queued(&writer, Lane::InTurn, "a2"),
+            queued(&writer, Lane::First, "f2"),
+        ];
+        release_running.send(()).unwrap();
+        for answer in answers {
+            answer.await.unwrap();
+        }
+        let order = committed(&dir, writer);
+        assert_eq!(order, ["running", "f1", "f2", "a1", "a2"]);
+    }
 }
