@@ -355,6 +355,19 @@ mod tests {
         answer
     }
 
+    /// Queues a write named `running` and returns once the writer runs it; it holds the writer
+    /// until the returned sender is told to release it.
+    fn hold(writer: &Arc<Writer>) -> (Answer, mpsc::Sender<()>) {
+        let (started, running_started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let running = queued_with(writer, Lane::InTurn, "running", move || {
+            started.send(()).unwrap();
+            released.recv().unwrap();
+        });
+        running_started.recv().unwrap();
+        (running, release)
+    }
+
     #[tokio::test]
     async fn a_first_lane_write_is_answered_while_writes_queued_before_it_wait() {
         let (dir, writer) = writer();
@@ -362,13 +375,7 @@ mod tests {
         // The writer runs `running` and holds it until released; meanwhile two writes queue in
         // turn, the first of which holds the writer again until the first-lane write queued
         // after them is answered.
-        let (started, running_started) = mpsc::channel();
-        let (release_running, running_released) = mpsc::channel::<()>();
-        let running = queued_with(&writer, Lane::InTurn, "running", move || {
-            started.send(()).unwrap();
-            running_released.recv().unwrap();
-        });
-        running_started.recv().unwrap();
+        let (running, release_running) = hold(&writer);
         let (release_held, held_released) = mpsc::channel::<()>();
         let held = queued_with(&writer, Lane::InTurn, "held", move || {
             // Long enough for the test below to fail, not hang, if the first-lane write
@@ -397,13 +404,7 @@ mod tests {
     #[tokio::test]
     async fn writes_of_one_lane_run_in_the_order_queued() {
         let (dir, writer) = writer();
-        let (started, running_started) = mpsc::channel();
-        let (release_running, running_released) = mpsc::channel::<()>();
-        let running = queued_with(&writer, Lane::InTurn, "running", move || {
-            started.send(()).unwrap();
-            running_released.recv().unwrap();
-        });
-        running_started.recv().unwrap();
+        let (running, release_running) = hold(&writer);
         let answers = vec![
             running,
             queued(&writer, Lane::InTurn, "a1"),
