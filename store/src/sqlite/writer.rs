@@ -213,8 +213,9 @@ fn run(
     }
 }
 
-/// Runs the waiting writes in one transaction, first lane first, and commits: after at most
-/// [`MAX_GROUP`] writes, when no write is waiting, or right after a first-lane write has run.
+/// Runs the waiting writes in one transaction, first lane first, and commits: after the
+/// writes queued in turn when it started (at most [`MAX_GROUP`] writes), or right after a
+/// first-lane write has run.
 fn commit_group(
     conn: &mut Connection,
     queue: &mpsc::Receiver<(Lane, Box<dyn Job>)>,
@@ -236,6 +237,11 @@ fn commit_group(
             return;
         }
     };
+    // The writes queued in turn when the group starts: those that arrive while it runs wait
+    // for the next one, so a group carries what arrived during the last (and no first-lane
+    // write that arrives meanwhile waits for a group that keeps growing).
+    waiting.take_queued(queue);
+    let mut in_turn_now = waiting.in_turn.len();
     let mut deliveries: Vec<Deliver> = Vec::new();
     let mut ran_first = false;
     while deliveries.len() < MAX_GROUP {
@@ -245,11 +251,14 @@ fn commit_group(
                 ran_first = true;
                 job
             }
-            None if ran_first => break,
-            None => match waiting.in_turn.pop_front() {
-                Some(job) => job,
-                None => break,
-            },
+            None if ran_first || in_turn_now == 0 => break,
+            None => {
+                in_turn_now -= 1;
+                match waiting.in_turn.pop_front() {
+                    Some(job) => job,
+                    None => break,
+                }
+            }
         };
         deliveries.push(job.run(&mut tx));
     }
@@ -418,5 +427,24 @@ mod tests {
         }
         let order = committed(&dir, writer);
         assert_eq!(order, ["running", "f1", "f2", "a1", "a2"]);
+    }
+
+    #[tokio::test]
+    async fn writes_that_arrive_while_a_group_runs_wait_for_the_next_one() {
+        let (dir, writer) = writer();
+        let (running, release_running) = hold(&writer);
+        let answers = vec![
+            running,
+            queued(&writer, Lane::InTurn, "a1"),
+            queued(&writer, Lane::InTurn, "a2"),
+        ];
+        release_running.send(()).unwrap();
+        for answer in answers {
+            answer.await.unwrap();
+        }
+        // `running` alone, then the two that queued while it ran, together.
+        assert_eq!(writer.stats().commits.load(Ordering::Relaxed), 2);
+        assert_eq!(writer.stats().writes.load(Ordering::Relaxed), 3);
+        assert_eq!(committed(&dir, writer), ["running", "a1", "a2"]);
     }
 }
