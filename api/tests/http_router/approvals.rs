@@ -144,6 +144,56 @@ async fn deciding_after_the_window_ran_out_is_409_approval_expired() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_decision_after_the_deadline_closes_the_window_before_one_made_earlier_can_land() {
+    // A long heartbeat: the parked task does not lapse, and the keeper's next round is far
+    // off, so the late decision below meets a window whose deadline has passed but which
+    // nobody has closed yet.
+    let settings = SagaSettings {
+        approval_timeout: Duration::from_secs(1),
+        approval_heartbeat: Duration::from_secs(600),
+        ..SagaSettings::default()
+    };
+    let app = App::with(settings, HttpLimits::default()).await;
+    app.stock("piano", 1, 250_000).await;
+    app.post("/orders", &large("o-18", "piano")).await;
+    let parked = app.reaches("o-18", "AWAITING_APPROVAL").await;
+    let deadline: chrono::DateTime<chrono::Utc> = parked["approval"]["deadline"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    while chrono::Utc::now() <= deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.decide("o-18", "reject")
+        .await
+        .problem(409, "approval-expired");
+    // An approval made before the deadline whose write reaches the store only now (a slow or
+    // retried request): the window it was made in is closed, so it takes no effect.
+    let id = OrderId::parse("o-18").unwrap();
+    let late = app
+        .state
+        .ports
+        .orders
+        .decide(
+            &id,
+            store::Decision::Approve,
+            "operator",
+            None,
+            deadline - chrono::TimeDelta::seconds(1),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !matches!(late, store::Decided::Applied { .. }),
+        "a decision landed after the window was reported closed: {late:?}"
+    );
+    let cancelled = app.reaches("o-18", "CANCELLED").await;
+    assert_eq!(cancelled["failure"]["error"], "Order.ApprovalExpired");
+    assert_eq!(cancelled["approval"]["decision"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn deciding_an_unknown_order_is_404() {
     let app = App::start().await;
     app.decide("o-none", "approve")

@@ -183,13 +183,31 @@ pub async fn decide(
     if orders.get(id).await?.is_none() {
         return Ok(DecisionResult::NotFound);
     }
-    let (order, token) = match orders.decide(id, decision, by, reason, Utc::now()).await? {
-        Decided::Applied { order, task_token } => (order, task_token),
-        Decided::Replayed(o) => return Ok(DecisionResult::Replayed(o)),
-        Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
-        Decided::Expired(o) => return Ok(DecisionResult::Expired(o)),
-        Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
-        Decided::Cancelled(o) => return Ok(DecisionResult::Cancelled(o)),
+    let at = Utc::now();
+    let mut judged = 0;
+    let (order, token) = loop {
+        judged += 1;
+        match orders.decide(id, decision, by, reason, at).await? {
+            Decided::Applied { order, task_token } => break (order, task_token),
+            Decided::Replayed(o) => return Ok(DecisionResult::Replayed(o)),
+            Decided::Conflict(o) => return Ok(DecisionResult::Conflict(o)),
+            Decided::Expired(o) => match close_window(orders, workflow, o, at).await? {
+                // Closed now, or by someone else meanwhile (the keeper, the engine's timeout).
+                Expiry::Expired(o) => return Ok(DecisionResult::Expired(o)),
+                Expiry::Kept(o) if !judged_again(&o) => return Ok(DecisionResult::Expired(o)),
+                // A decision landed between the judgement and the write, or a token was parked
+                // again: judged again, on what the store now holds.
+                Expiry::Kept(_) if judged < DECISION_JUDGEMENTS => continue,
+                Expiry::Kept(_) => {
+                    return Err(StoreError::Unavailable(format!(
+                        "order {id} kept changing while its expired window was closed"
+                    ))
+                    .into());
+                }
+            },
+            Decided::NotAwaiting(o) => return Ok(DecisionResult::NotAwaiting(o)),
+            Decided::Cancelled(o) => return Ok(DecisionResult::Cancelled(o)),
+        }
     };
     let answered = match decision {
         Decision::Approve => {
@@ -230,6 +248,60 @@ pub async fn decide(
     }
     let order = orders.get(id).await?.unwrap_or(order);
     Ok(DecisionResult::Applied(order))
+}
+
+/// How many times a decision is judged against an order that keeps changing under it.
+const DECISION_JUDGEMENTS: usize = 3;
+
+/// Whether an order whose window a late decision could not close has changed in a way that
+/// needs the decision judged again: a decision recorded, or a token parked and awaiting one.
+fn judged_again(order: &Order) -> bool {
+    let approval = order.approval.as_ref();
+    approval.is_some_and(|a| a.decision.is_some())
+        || (order.status == OrderStatus::AwaitingApproval
+            && approval.is_some_and(|a| a.task_token.is_some()))
+}
+
+/// A decision came after the deadline of a window still open (the keeper has not closed it
+/// yet): the store judged it from what it read, without a write, so a decision made before the
+/// deadline and still on its way (a slow or retried write) could land after it and take effect
+/// while this one is told the window closed. Closes the window here as the keeper does (in the
+/// store, conditionally, then the token fails): of the two, one wins, and each caller is told
+/// the same story. `Kept` when the order changed in between (the caller judges again); an
+/// order with no parked token has nothing on its way to land, and is `Expired` as it is.
+async fn close_window(
+    orders: &dyn OrderRepository,
+    workflow: &dyn WorkflowPort,
+    order: Order,
+    at: DateTime<Utc>,
+) -> Result<Expiry, DecideError> {
+    let approval = order.approval.as_ref();
+    let (Some(token), Some(deadline)) = (
+        approval.and_then(|a| a.task_token.clone()),
+        approval.and_then(|a| a.deadline),
+    ) else {
+        return Ok(Expiry::Expired(order));
+    };
+    let failure = expiry_failure(deadline);
+    let id = order.id().clone();
+    let expiry = orders
+        .expire_approval(&id, &token, at, failure.clone())
+        .await?;
+    if let Expiry::Expired(_) = &expiry {
+        tracing::info!(order_id = %id, %deadline, "approval window closed undecided (by a late decision)");
+        match workflow
+            .send_task_failure(&token, &failure.error, &failure.cause)
+            .await
+        {
+            Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
+            // As the keeper: the token lapses, and the re-issued task finds the order
+            // compensating for this reason and fails the same way.
+            Err(e) => {
+                tracing::warn!(order_id = %id, error = %e, "failing an expired approval's token failed; its re-issued task fails it");
+            }
+        }
+    }
+    Ok(expiry)
 }
 
 /// Keeps the parked approvals: heartbeats each parked token, so the engine knows it is held,
