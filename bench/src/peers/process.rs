@@ -101,7 +101,36 @@ impl Drop for Proc {
 }
 
 /// A loopback port free at the time of asking (the peers take their ports as settings).
+/// A port free now, below the kernel's ephemeral range (`ip_local_port_range`). A peer keeps
+/// its ports across restarts, and a port from that range, once released, may be taken meanwhile
+/// as the local end of any outgoing connection (a restart of restate-server failed so,
+/// "Address in use"); ports below it are only ever taken by a listener that asks for them.
 pub fn free_port() -> Result<u16> {
+    const LOWEST: u16 = 10_000;
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_from > LOWEST {
+        // Where to start looking: different for each call and each process.
+        let seed = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            std::time::Instant::now(),
+        );
+        // Each port once a run: one released a moment ago is free again to `bind`.
+        static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let span = u64::from(ephemeral_from - LOWEST);
+        for step in 0..span.min(1_000) {
+            let port = LOWEST + (seed.wrapping_add(step) % span) as u16;
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.push(port);
+                return Ok(port);
+            }
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
