@@ -289,19 +289,29 @@ async fn close_window(
         .await?;
     if let Expiry::Expired(_) = &expiry {
         tracing::info!(order_id = %id, %deadline, "approval window closed undecided (by a late decision)");
-        match workflow
-            .send_task_failure(&token, &failure.error, &failure.cause)
-            .await
-        {
-            Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
-            // As the keeper: the token lapses, and the re-issued task finds the order
-            // compensating for this reason and fails the same way.
-            Err(e) => {
-                tracing::warn!(order_id = %id, error = %e, "failing an expired approval's token failed; its re-issued task fails it");
-            }
-        }
+        fail_expired_token(workflow, &id, &token, &failure).await;
     }
     Ok(expiry)
+}
+
+/// Fails the token of a window just closed with its expiry. A lost answer is fine: the token
+/// lapses, and the re-issued task finds the order compensating for this reason and fails the
+/// same way.
+async fn fail_expired_token(
+    workflow: &dyn WorkflowPort,
+    order_id: &OrderId,
+    token: &str,
+    failure: &Failure,
+) {
+    match workflow
+        .send_task_failure(token, &failure.error, &failure.cause)
+        .await
+    {
+        Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
+        Err(e) => {
+            tracing::warn!(%order_id, error = %e, "failing an expired approval's token failed; its re-issued task fails it");
+        }
+    }
 }
 
 /// Keeps the parked approvals: heartbeats each parked token, so the engine knows it is held,
@@ -650,16 +660,13 @@ impl ApprovalKeeper {
         }
         self.settings.stats.expired.fetch_add(1, Ordering::Relaxed);
         tracing::info!(%order_id, %deadline, "approval window closed undecided");
-        match self
-            .workflow
-            .send_task_failure(&pending.task_token, &failure.error, &failure.cause)
-            .await
-        {
-            Ok(()) | Err(WorkflowError::TaskTimedOut(_) | WorkflowError::InvalidToken(_)) => {}
-            Err(e) => {
-                tracing::warn!(%order_id, error = %e, "failing an expired approval's token failed; its re-issued task fails it");
-            }
-        }
+        fail_expired_token(
+            self.workflow.as_ref(),
+            order_id,
+            &pending.task_token,
+            &failure,
+        )
+        .await;
         Kept::Expired
     }
 
