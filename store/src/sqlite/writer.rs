@@ -7,8 +7,10 @@
 //!
 //! Writes wait in one of two lanes ([`Lane`]). A write in the first lane (an order's intake,
 //! which a client's request waits on) runs next, before the queued writes of the other lane,
-//! and its group is committed as soon as it has run: it waits for the write running when it
-//! arrived, not for a burst of the saga's writes queued before it. Each lane keeps the order
+//! and its group is committed as soon as it has run, and flushed at once, beside the flush
+//! under way if any ([`durable::Syncer::after_sync_urgent`]): it waits for the write running
+//! when it arrived, not for a burst of the saga's writes queued before it, nor for a flush of
+//! theirs. Each lane keeps the order
 //! its writes were queued in; a write sees the writes that ran before it, as if run alone in
 //! that order, and a write that fails (or panics, or returns without committing its
 //! savepoint) is rolled back alone. Nobody is answered before the commit that carries their
@@ -34,7 +36,7 @@ const MAX_GROUP: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Lane {
     /// A write a request waits on: runs before the writes queued in turn, and its group is
-    /// committed as soon as it has run.
+    /// committed as soon as it has run and flushed at once.
     First,
     /// Everything else, in the order queued.
     InTurn,
@@ -108,7 +110,9 @@ impl Writer {
         let stats = Arc::new(WriterStats::default());
         let cannot =
             |e: std::io::Error| StoreError::Internal(format!("cannot start the store writer: {e}"));
-        let mut syncer = Syncer::start("store-sync", wal).map_err(cannot)?;
+        // Two flushers: a group that carries a first-lane write starts its flush at once, beside
+        // the one under way (`Syncer::after_sync_urgent`).
+        let mut syncer = Syncer::start("store-sync", wal, 2).map_err(cannot)?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn({
@@ -271,12 +275,17 @@ fn commit_group(
                 stats.commits.fetch_add(1, Ordering::Relaxed);
             }
             stats.writes.fetch_add(size, Ordering::Relaxed);
-            syncer.after_sync(
-                deliveries
-                    .into_iter()
-                    .map(|deliver| Box::new(move || deliver(None)) as After)
-                    .collect(),
-            );
+            let owed = deliveries
+                .into_iter()
+                .map(|deliver| Box::new(move || deliver(None)) as After)
+                .collect();
+            // A first-lane write's caller is a request, waiting: its flush starts now, beside
+            // the one under way if any.
+            if ran_first {
+                syncer.after_sync_urgent(owed);
+            } else {
+                syncer.after_sync(owed);
+            }
         }
         Err(e) => {
             let e = StoreError::from(e);

@@ -71,7 +71,9 @@ impl Writer {
     ) -> Sql<Writer> {
         let activities = store.activity_arns()?.into_iter().collect();
         let next_due = store.next_due()?;
-        let syncer = Syncer::start("sfn-engine-sync", store.take_wal())
+        // One flusher: nothing the engine commits is urgent (no request waits on a commit the
+        // way an order's intake waits on the store's).
+        let syncer = Syncer::start("sfn-engine-sync", store.take_wal(), 1)
             .map_err(|e| crate::db::io_failure(format!("cannot start the engine's syncer: {e}")))?;
         Ok(Writer {
             store,
