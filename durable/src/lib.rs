@@ -282,8 +282,10 @@ mod tests {
         let (started, flushes) = mpsc::channel::<mpsc::Sender<()>>();
         let flush: Flush = Box::new(move || {
             let (release, released) = mpsc::channel();
-            started.send(release).unwrap();
-            released.recv().unwrap();
+            // A test that fails drops its releases: the flush then returns, and the syncer
+            // can finish (as the failing test's unwinding drops it) instead of hanging.
+            let _ = started.send(release);
+            let _ = released.recv();
             Ok(())
         });
         (flush, flushes)
@@ -323,6 +325,62 @@ mod tests {
                 *seen.lock().unwrap(),
                 (0..900).collect::<Vec<_>>(),
                 "with {flushers} flusher(s)"
+            );
+        }
+    }
+
+    #[test]
+    fn under_overlapping_flushes_each_batch_is_delivered_after_a_flush_begun_since_it_was_queued() {
+        use std::time::Instant;
+        // Flushes of varying length, batches urgent or not at varying intervals: every batch
+        // must be delivered, in order, and only after some flush that began once the batch was
+        // queued has returned (the instant taken before queuing, so the check cannot fail
+        // falsely; a delivery without any such flush fails it).
+        let flushes: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+        let flush: Flush = Box::new({
+            let flushes = flushes.clone();
+            let calls = Mutex::new(0u64);
+            move || {
+                let began = Instant::now();
+                let n = {
+                    let mut calls = calls.lock().unwrap();
+                    *calls += 1;
+                    *calls
+                };
+                std::thread::sleep(Duration::from_micros(n * 7919 % 400));
+                flushes.lock().unwrap().push((began, Instant::now()));
+                Ok(())
+            }
+        });
+        let delivered: Arc<Mutex<Vec<(u32, Instant, Instant)>>> = Arc::default();
+        let mut syncer = Syncer::with_flush("test-sync", Some(flush), 2).unwrap();
+        for i in 0..2000u32 {
+            let queued = Instant::now();
+            let delivered = delivered.clone();
+            let work: After =
+                Box::new(move || delivered.lock().unwrap().push((i, queued, Instant::now())));
+            if i % 5 == 0 || i % 7 == 0 {
+                syncer.after_sync_urgent(vec![work]);
+            } else {
+                syncer.after_sync(vec![work]);
+            }
+            if i % 3 == 0 {
+                std::thread::sleep(Duration::from_micros(u64::from(i) * 31 % 200));
+            }
+        }
+        syncer.finish();
+        let delivered = delivered.lock().unwrap();
+        let flushes = flushes.lock().unwrap();
+        assert_eq!(
+            delivered.iter().map(|(i, ..)| *i).collect::<Vec<_>>(),
+            (0..2000).collect::<Vec<_>>()
+        );
+        for (i, queued, at) in delivered.iter() {
+            assert!(
+                flushes
+                    .iter()
+                    .any(|(began, ended)| began >= queued && ended <= at),
+                "batch {i} was delivered before any flush begun after it had returned"
             );
         }
     }
