@@ -124,6 +124,13 @@ pub async fn run(
     on_answer: Option<OnAnswer>,
 ) -> Result<Outcome> {
     anyhow::ensure!(rate > 0.0, "an open loop needs a positive rate");
+    let plan = Plan {
+        addr,
+        rate,
+        count,
+        make,
+        on_answer,
+    };
     let (finished, outcome) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("bench-pacer".into())
@@ -133,7 +140,7 @@ pub async fn run(
                 .enable_all()
                 .build()
                 .map_err(anyhow::Error::from)
-                .and_then(|rt| rt.block_on(pace(addr, rate, count, make, on_answer)));
+                .and_then(|rt| rt.block_on(pace(plan)));
             let _ = finished.send(outcome);
         })?;
     outcome
@@ -141,15 +148,25 @@ pub async fn run(
         .map_err(|_| anyhow::anyhow!("the open loop's pacer ended early (a panic)"))?
 }
 
-/// The pacer's run: each request handed to its own task at its intended time, then every
-/// answer awaited.
-async fn pace(
+/// What an open loop is asked to send.
+struct Plan {
     addr: SocketAddr,
     rate: f64,
     count: u64,
     make: MakeRequest,
     on_answer: Option<OnAnswer>,
-) -> Result<Outcome> {
+}
+
+/// The pacer's run: each request handed to its own task at its intended time, then every
+/// answer awaited.
+async fn pace(plan: Plan) -> Result<Outcome> {
+    let Plan {
+        addr,
+        rate,
+        count,
+        make,
+        on_answer,
+    } = plan;
     let shared = Arc::new(Shared {
         addr,
         conns: Connections {
