@@ -265,6 +265,7 @@ fn run(shared: &Shared) {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
