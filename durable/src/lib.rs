@@ -195,7 +195,12 @@ impl Shared {
             }
             drop(state);
             for work in due.into_iter().flatten() {
-                work();
+                // A delivery that panics (its message is with the panic hook) is its own
+                // caller's loss: the deliveries after it are still made, and this thread stays
+                // able to make them, where it would otherwise stop every answer to come.
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
+                    tracing::error!("a delivery after a WAL flush panicked; the others go on");
+                }
             }
             state = self.lock();
         }
@@ -384,6 +389,33 @@ mod tests {
                 "batch {i} was delivered before any flush begun after it had returned"
             );
         }
+    }
+
+    #[test]
+    fn a_delivery_that_panics_does_not_stop_the_others() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let dir = tempfile::tempdir().unwrap();
+        let wal = File::create(dir.path().join("x-wal")).unwrap();
+        let syncer = Syncer::start("test-sync", Some(wal), 2).unwrap();
+        syncer.after_sync(vec![
+            recorder(&seen, 1),
+            Box::new(|| panic!("a delivery's own bug")),
+            recorder(&seen, 2),
+        ]);
+        syncer.after_sync_urgent(vec![recorder(&seen, 3)]);
+        syncer.after_sync(vec![recorder(&seen, 4)]);
+        // Finished on a thread of its own: a syncer that a panic stopped would never finish,
+        // and the test must fail, not hang.
+        let (done, finished) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut syncer = syncer;
+            syncer.finish();
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the syncer did not finish: a delivery's panic stopped it");
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3, 4]);
     }
 
     #[test]
