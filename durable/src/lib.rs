@@ -94,7 +94,7 @@ impl Syncer {
     /// `wal`: the file to flush before delivering (see [`wal_of`]), or `None` when commits need
     /// not be durable; deliveries still keep commit order. `name`: the threads'. `flushers`: how
     /// many flushes may run at once (1: urgent work waits like any other; 2: an urgent batch
-    /// starts its flush beside the one under way).
+    /// starts its flush beside a flush of other work under way).
     pub fn start(name: &str, wal: Option<File>, flushers: usize) -> std::io::Result<Syncer> {
         Syncer::with_flush(
             name,
@@ -129,8 +129,9 @@ impl Syncer {
         self.queue(work, false);
     }
 
-    /// As [`Syncer::after_sync`], and a flush for it starts at once even while another is under
-    /// way (when this syncer has more than one flusher): for a commit a request waits on.
+    /// As [`Syncer::after_sync`], and a flush for it starts at once even while a flush of other
+    /// (not urgent) work is under way, when this syncer has more than one flusher; it waits for
+    /// an urgent flush under way, as any work does. For a commit a request waits on.
     pub fn after_sync_urgent(&self, work: Vec<After>) {
         self.queue(work, true);
     }

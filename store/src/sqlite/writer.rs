@@ -7,8 +7,8 @@
 //!
 //! Writes wait in one of two lanes ([`Lane`]). A write in the first lane (an order's intake,
 //! which a client's request waits on) runs next, before the queued writes of the other lane,
-//! and its group is committed as soon as it has run, and flushed at once, beside the flush
-//! under way if any ([`durable::Syncer::after_sync_urgent`]): it waits for the write running
+//! and its group is committed as soon as it has run, and flushed at once, beside a flush of
+//! the saga's writes under way if any ([`durable::Syncer::after_sync_urgent`]): it waits for the write running
 //! when it arrived, not for a burst of the saga's writes queued before it, nor for a flush of
 //! theirs. Each lane keeps the order
 //! its writes were queued in; a write sees the writes that ran before it, as if run alone in
@@ -111,7 +111,7 @@ impl Writer {
         let cannot =
             |e: std::io::Error| StoreError::Internal(format!("cannot start the store writer: {e}"));
         // Two flushers: a group that carries a first-lane write starts its flush at once, beside
-        // the one under way (`Syncer::after_sync_urgent`).
+        // a flush of in-turn writes under way (`Syncer::after_sync_urgent`).
         let mut syncer = Syncer::start("store-sync", wal, 2).map_err(cannot)?;
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
@@ -280,7 +280,7 @@ fn commit_group(
                 .map(|deliver| Box::new(move || deliver(None)) as After)
                 .collect();
             // A first-lane write's caller is a request, waiting: its flush starts now, beside
-            // the one under way if any.
+            // a flush of in-turn writes under way if any.
             if ran_first {
                 syncer.after_sync_urgent(owed);
             } else {
