@@ -577,11 +577,12 @@ async fn a_step_delivered_twice_has_no_double_effect() {
         saga.step(activity).run(forward.clone()).await;
     }
     assert_eq!(saga.level("book").await, (3, 1, 1));
-    let undo = StepTask {
-        task_token: "t".into(),
-        input: json!({"orderId": "o-undo-twice", "failure": {"Error": "Test", "Cause": "twice"}}),
-    };
-    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
+    for activity in Activity::COMPENSATIONS {
+        let undo = Saga::undo_task(
+            activity,
+            "o-undo-twice",
+            json!({"Error": "Test", "Cause": "twice"}),
+        );
         let step = saga.step(activity);
         let first = step.run(undo.clone()).await;
         assert!(
@@ -608,21 +609,25 @@ async fn compensations_of_steps_that_never_happened_are_recorded_no_ops() {
     saga.stop_workers().await;
     saga.stock("book", 5).await;
     let order = saga.place(small("o-noop", "book", "pm_card_visa")).await;
-    let task = StepTask {
-        task_token: "t".into(),
-        input: json!({"orderId": "o-noop", "failure": {"Error": "States.Timeout", "Cause": "unknown outcome"}}),
-    };
-    let refund = saga.step(Activity::RefundPayment).run(task.clone()).await;
-    assert_eq!(
-        refund,
-        StepOutcome::Done(json!({"refunded": false, "reason": "nothing was charged"}))
-    );
-    let release = saga.step(Activity::ReleaseInventory).run(task).await;
+    let failure = json!({"Error": "States.Timeout", "Cause": "unknown outcome"});
+    let task = |activity| Saga::undo_task(activity, "o-noop", failure.clone());
+    let release = saga
+        .step(Activity::ReleaseInventory)
+        .run(task(Activity::ReleaseInventory))
+        .await;
     assert_eq!(
         release,
+        StepOutcome::Done(json!({"released": false, "reason": "nothing was reserved"}))
+    );
+    let refund = saga
+        .step(Activity::RefundPayment)
+        .run(task(Activity::RefundPayment))
+        .await;
+    assert_eq!(
+        refund,
         StepOutcome::Done(json!({
-            "released": false,
-            "reason": "nothing was reserved",
+            "refunded": false,
+            "reason": "nothing was charged",
             "error": "States.Timeout",
             "cause": "unknown outcome"
         }))
@@ -666,10 +671,11 @@ async fn a_charge_the_order_never_recorded_is_found_and_refunded() {
         .await
         .unwrap();
     assert_eq!(saga.order("o-unrecorded").await.charge_id, None);
-    let task = StepTask {
-        task_token: "t".into(),
-        input: json!({"orderId": "o-unrecorded", "failure": {"Error": "States.Timeout", "Cause": "charge timed out"}}),
-    };
+    let task = Saga::undo_task(
+        Activity::RefundPayment,
+        "o-unrecorded",
+        json!({"Error": "States.Timeout", "Cause": "charge timed out"}),
+    );
     let StepOutcome::Done(output) = saga.step(Activity::RefundPayment).run(task).await else {
         panic!("the refund step must succeed");
     };
@@ -900,12 +906,13 @@ async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
         );
     }
     // The workflow had given up on the shipment step (its answer never arrived) and compensates.
-    let compensation = StepTask {
-        task_token: "t".into(),
-        input: json!({"orderId": "o-gone", "failure": {"Error": "States.Timeout", "Cause": "lost answer"}}),
-    };
-    for activity in [Activity::RefundPayment, Activity::ReleaseInventory] {
-        let outcome = saga.step(activity).run(compensation.clone()).await;
+    for activity in Activity::COMPENSATIONS {
+        let compensation = Saga::undo_task(
+            activity,
+            "o-gone",
+            json!({"Error": "States.Timeout", "Cause": "lost answer"}),
+        );
+        let outcome = saga.step(activity).run(compensation).await;
         assert!(
             matches!(outcome, StepOutcome::Done(_)),
             "{activity:?}: {outcome:?}"

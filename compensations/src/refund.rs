@@ -1,11 +1,22 @@
-//! RefundPayment: voids the order's shipping, then refunds its charge in full under
-//! `refund:{orderId}`: the charge recorded on the order, or, when the charge step never reported,
-//! the one the gateway finds; nothing to do when nothing was charged.
+//! RefundPayment, the last compensation: voids the order's shipping, then refunds its charge in
+//! full under `refund:{orderId}`: the charge recorded on the order, or, when the charge step
+//! never reported, the one the gateway finds; nothing to do when nothing was charged. The step
+//! reports what was done, ends the order when it is the last, or gives up with an incident when
+//! the refund cannot be made.
 
-use crate::void_shipping::void_shipping;
-use crate::{Compensated, CompensationError};
+use crate::failure::conclude;
+use crate::void_shipping::{shipped, void_shipping};
+use crate::{Compensated, CompensationError, CompensationInput, failure_from};
+use async_trait::async_trait;
+use serde_json::json;
+use step::{
+    Declaration, Declared, ErrorName, Port, Step, StepContext, StepOutcome, StepTask, attempt,
+    parse_input,
+};
 use store::{Failure, OrderId, OrderStatus, Ports, Refunded};
 
+/// Refunds the order's charge (after voiding its shipping): the undo itself, also run by the
+/// repair loop for a charge that came late.
 pub async fn refund(
     ports: &Ports,
     order_id: &OrderId,
@@ -41,4 +52,52 @@ pub async fn refund(
         }
     }
     Ok(Compensated::Undone(refunded))
+}
+
+pub struct RefundPayment {
+    cx: StepContext,
+}
+
+impl Declared for RefundPayment {
+    const DECLARATION: Declaration = Declaration {
+        activity: "fulfillment-refund-payment",
+        raises: &[
+            ErrorName::PaymentDeclined,
+            ErrorName::PaymentUnavailable,
+            ErrorName::PaymentInvalid,
+            ErrorName::PaymentKeyReused,
+            ErrorName::ShipmentRejected,
+            ErrorName::ShipmentUnavailable,
+            ErrorName::ProviderMisconfigured,
+        ],
+        needs: &[
+            Port::Orders,
+            Port::Payments,
+            Port::Shipping,
+            Port::Inventory,
+        ],
+    };
+
+    fn build(cx: &StepContext) -> Self {
+        RefundPayment { cx: cx.clone() }
+    }
+}
+
+#[async_trait]
+impl Step for RefundPayment {
+    async fn run(&self, task: StepTask) -> StepOutcome {
+        let input: CompensationInput = attempt!(parse_input(&task));
+        let failure = failure_from(input.failure.as_ref());
+        let undone = refund(&self.cx.ports, &input.order_id, failure).await;
+        let output = undone.map(|undone| match undone {
+            Compensated::Undone(Refunded::Now(r) | Refunded::Already(r)) => {
+                json!({"refunded": true, "refundId": r.refund_id, "amountCents": r.amount_cents})
+            }
+            Compensated::Undone(Refunded::NothingCharged) => {
+                json!({"refunded": false, "reason": "nothing was charged"})
+            }
+            Compensated::Shipped(s) => shipped("refunded", &s),
+        });
+        conclude(&self.cx, &input, output).await
+    }
 }

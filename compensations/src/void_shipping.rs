@@ -4,6 +4,7 @@
 //! becomes) `COMPLETED`, whatever the execution's end says.
 
 use crate::CompensationError;
+use serde_json::{Value, json};
 use store::{OrderId, OrderStatus, Ports, Shipment, Voided};
 
 /// `Some(shipment)` when the order had shipped; otherwise no shipment can be made any more.
@@ -32,4 +33,9 @@ pub async fn void_shipping(
             Ok(Some(shipment))
         }
     }
+}
+
+/// A compensation's output when the order turned out to have shipped: nothing was undone.
+pub(crate) fn shipped(key: &str, shipment: &Shipment) -> Value {
+    json!({ key: false, "reason": "the order had shipped; nothing is undone", "shipmentId": shipment.shipment_id })
 }

@@ -1,7 +1,7 @@
 //! The order saga, whole: its state machine definition (`order_saga.asl.json`, the one
-//! definition for the embedded engine and AWS) with its input and error names, every step it
-//! runs (forward and compensating, with the activity → step table), the activity workers, and
-//! the workflow port with its adapters.
+//! definition for the embedded engine and AWS) with its input, the registry of the steps it
+//! runs (the forward steps in `steps/`, the undos from `compensations`, each declared once), the
+//! activity workers, and the workflow port with its adapters.
 
 pub mod aws;
 pub mod cancel;

@@ -7,25 +7,37 @@
 mod harness;
 
 use harness::{
-    APPROVAL_HEARTBEAT, APPROVAL_TIMEOUT, COMPENSATED, Execution, FORWARD, cause_of, input,
+    APPROVAL_HEARTBEAT, APPROVAL_TIMEOUT, Execution, cause_of, compensations, forward, input,
     is_timeout, recorded, retrier,
 };
 use serde_json::json;
 use workflow::ErrorName;
+use workflow::definition::{APPROVAL_STATE, Activity};
 
-/// The states a cancelled saga ends with.
-const CANCELLATION: [&str; 3] = ["ReleaseInventory", "RefundPayment", "OrderCancelled"];
+/// The states a cancelled saga ends with: every compensation, then the Fail state.
+fn cancellation() -> Vec<&'static str> {
+    let mut path = compensations().to_vec();
+    path.push("OrderCancelled");
+    path
+}
 
 /// The cause the definition gives the approval window's timeout (Step Functions gives none).
 const WINDOW_CLOSED: &str = "the approval window closed before an operator's decision took effect";
 
 /// Forward states entered up to and including `state`, for a small or large order.
+/// The forward steps run in the registry's order; the approval is behind the `NeedsApproval`
+/// Choice, which only large orders pass.
 fn forward_until(state: &str, large: bool) -> Vec<&'static str> {
-    let mut path = vec!["ReserveInventory", "ChargePayment", "NeedsApproval"];
-    if large {
-        path.push("AwaitApproval");
+    let mut path = Vec::new();
+    for step in forward() {
+        if step == APPROVAL_STATE {
+            path.push("NeedsApproval");
+            if !large {
+                continue;
+            }
+        }
+        path.push(step);
     }
-    path.push("CreateShipment");
     let end = path
         .iter()
         .position(|s| *s == state)
@@ -36,7 +48,7 @@ fn forward_until(state: &str, large: bool) -> Vec<&'static str> {
 
 fn cancelled_after(state: &str, large: bool) -> Vec<&'static str> {
     let mut path = forward_until(state, large);
-    path.extend(CANCELLATION);
+    path.extend(cancellation());
     path
 }
 
@@ -46,16 +58,10 @@ fn cancelled_after(state: &str, large: bool) -> Vec<&'static str> {
 fn small_order_reserves_charges_ships_and_completes() {
     let mut x = Execution::start(input(false));
     x.run_to_end();
-    assert_eq!(
-        x.entered(),
-        [
-            "ReserveInventory",
-            "ChargePayment",
-            "NeedsApproval",
-            "CreateShipment",
-            "OrderCompleted"
-        ]
-    );
+    // The registry's order, which the definition runs.
+    let mut path = forward_until("CreateShipment", false);
+    path.push("OrderCompleted");
+    assert_eq!(x.entered(), path);
     let output = x.output();
     assert_eq!(output["orderId"], "o-1");
     assert_eq!(output["reservation"], json!({"reserved": true}));
@@ -72,7 +78,8 @@ fn every_forward_task_gets_the_order_id_and_its_own_timeouts() {
     let mut x = Execution::start(input(false));
     x.run_to_end();
     let tasks = x.scheduled();
-    assert_eq!(tasks.len(), 3);
+    // Every forward step but the approval, which a small order skips.
+    assert_eq!(tasks.len(), forward().len() - 1);
     for t in tasks {
         assert_eq!(t.input, json!({"orderId": "o-1"}), "{}", t.state_name);
         assert!(t.resource.ends_with(&format!(
@@ -109,17 +116,9 @@ fn large_order_waits_for_approval_with_the_input_timeouts_then_completes() {
         "{started:?}"
     );
     x.run_to_end();
-    assert_eq!(
-        x.entered(),
-        [
-            "ReserveInventory",
-            "ChargePayment",
-            "NeedsApproval",
-            "AwaitApproval",
-            "CreateShipment",
-            "OrderCompleted"
-        ]
-    );
+    let mut path = forward_until("CreateShipment", true);
+    path.push("OrderCompleted");
+    assert_eq!(x.entered(), path);
     assert_eq!(x.output()["approval"], json!({"decision": "approve"}));
 }
 
@@ -197,7 +196,7 @@ fn expired_approval_window_is_compensated_and_fails_saying_the_window_closed() {
     x.complete("RefundPayment");
     let mut path = forward_until("AwaitApproval", true);
     path.push("ApprovalWindowClosed");
-    path.extend(CANCELLATION);
+    path.extend(cancellation());
     assert_eq!(x.entered(), path);
     assert_eq!(
         x.failure(),
@@ -209,7 +208,7 @@ fn expired_approval_window_is_compensated_and_fails_saying_the_window_closed() {
 #[test]
 fn every_non_transient_error_of_a_forward_step_is_caught_at_once() {
     for name in ErrorName::ALL.into_iter().filter(|e| !e.is_transient()) {
-        for state in FORWARD {
+        for state in forward() {
             compensated(state, name.as_str(), state == "AwaitApproval");
         }
     }
@@ -277,18 +276,45 @@ fn every_transient_error_name_is_retried_where_a_step_reports_it() {
     }
 }
 
+/// The tables above are what the registry declares: every transient error a forward step may
+/// raise is walked in `RETRIED`, and every step that calls a provider survives its
+/// misconfiguration in `RETRIED_PATIENTLY`.
+#[test]
+fn the_retry_tables_cover_every_declared_transient_error() {
+    let misconfigured = ErrorName::ProviderMisconfigured;
+    let mut missing = Vec::new();
+    for a in Activity::ALL {
+        let state = a.state();
+        let raises = a.declaration().raised();
+        for e in raises.filter(|e| e.is_transient() && *e != misconfigured) {
+            if a.is_compensation() {
+                if !COMPENSATION_TRANSIENT.contains(&e.as_str()) {
+                    missing.push(format!("COMPENSATION_TRANSIENT: {e} ({state})"));
+                }
+            } else if !RETRIED.contains(&(state, e.as_str())) {
+                missing.push(format!("RETRIED: ({state}, {e})"));
+            }
+        }
+        let patient = RETRIED_PATIENTLY.contains(&(state, misconfigured.as_str()));
+        if a.declaration().calls_a_provider() != patient {
+            missing.push(format!("RETRIED_PATIENTLY: ({state}, {misconfigured})"));
+        }
+    }
+    assert!(missing.is_empty(), "{missing:?}");
+}
+
 #[test]
 fn a_misconfigured_provider_waits_through_many_attempts_and_then_the_order_goes_on() {
     for (state, error) in RETRIED_PATIENTLY {
         let r = retrier(state, error).unwrap();
         assert!(r.max_attempts >= 1_000, "{state}: {r:?}");
         let mut x = Execution::start(input(false));
-        let compensation = COMPENSATED.contains(state);
+        let compensation = compensations().contains(state);
         if compensation {
             x.forward_to("ChargePayment");
             x.fault("ChargePayment", "Payment.Declined");
-            if *state == "RefundPayment" {
-                x.complete("ReleaseInventory");
+            for before in compensations().into_iter().take_while(|c| c != state) {
+                x.complete(before);
             }
         } else {
             x.forward_to(state);
@@ -483,14 +509,17 @@ const COMPENSATION_TRANSIENT: [&str; 5] = [
     "States.HeartbeatTimeout",
 ];
 
-/// An execution whose charge was declined, at `compensation` (the release done before the
-/// refund).
+/// An execution whose charge was declined, at `compensation` (the compensations before it
+/// done).
 fn compensating_at(compensation: &str) -> Execution {
     let mut x = Execution::start(input(false));
     x.forward_to("ChargePayment");
     x.fault("ChargePayment", "Payment.Declined");
-    if compensation == "RefundPayment" {
-        x.complete("ReleaseInventory");
+    for before in compensations()
+        .into_iter()
+        .take_while(|c| *c != compensation)
+    {
+        x.complete(before);
     }
     x
 }
@@ -498,14 +527,17 @@ fn compensating_at(compensation: &str) -> Execution {
 /// The states entered by an execution that gave up at `compensation`.
 fn gave_up_at(compensation: &str) -> Vec<&'static str> {
     let mut path = forward_until("ChargePayment", false);
-    let at = COMPENSATED.iter().position(|s| *s == compensation).unwrap();
-    path.extend(&COMPENSATED[..=at]);
+    let at = compensations()
+        .iter()
+        .position(|s| *s == compensation)
+        .unwrap();
+    path.extend(&compensations()[..=at]);
     path
 }
 
 #[test]
 fn compensations_retry_transient_errors_telling_each_attempt_and_still_cancel() {
-    for compensation in COMPENSATED {
+    for compensation in compensations() {
         let mut x = compensating_at(compensation);
         for (attempt, error) in COMPENSATION_TRANSIENT.into_iter().enumerate() {
             assert_eq!(
@@ -538,7 +570,7 @@ fn compensations_retry_transient_errors_telling_each_attempt_and_still_cancel() 
 /// it, so a redrive resumes there (the step has recorded the incident on the order first).
 #[test]
 fn a_permanent_compensation_error_fails_the_execution_at_its_own_state_at_once() {
-    for compensation in COMPENSATED {
+    for compensation in compensations() {
         for error in [
             "Step.Failed",
             "Order.Invalid",
@@ -580,7 +612,7 @@ fn a_failed_refund_still_releases_the_stock() {
 
 #[test]
 fn transient_errors_past_a_compensations_retries_fail_it_at_its_own_state() {
-    for compensation in COMPENSATED {
+    for compensation in compensations() {
         let mut x = compensating_at(compensation);
         let r = retrier(compensation, "Store.Unavailable").expect("compensations retry");
         assert_eq!(
@@ -606,7 +638,7 @@ fn transient_errors_past_a_compensations_retries_fail_it_at_its_own_state() {
 /// have: cancelled with the failure that started the compensation.
 #[test]
 fn a_redrive_resumes_at_the_compensation_that_gave_up_and_cancels() {
-    for compensation in COMPENSATED {
+    for compensation in compensations() {
         let mut x = compensating_at(compensation);
         x.fault(compensation, "Payment.Invalid");
         let gave_up = x.scheduled_of(compensation).pop().unwrap();
@@ -688,7 +720,7 @@ fn random_walks_end_completed_cancelled_or_failed_at_a_compensation_with_the_rig
             let before = x.entered().len();
             last_error = error;
             x.fault(&state, error);
-            if FORWARD.contains(&state.as_str()) && x.pending_timers().is_empty() {
+            if forward().contains(&state.as_str()) && x.pending_timers().is_empty() {
                 first_failure.get_or_insert_with(|| {
                     // The approval window's timeout is named by the definition.
                     let cause = if state == "AwaitApproval" && is_timeout(error) {
@@ -714,12 +746,12 @@ fn random_walks_end_completed_cancelled_or_failed_at_a_compensation_with_the_rig
         let last = entered.last().unwrap().as_str();
         let compensating = entered
             .iter()
-            .position(|s| s == "ReleaseInventory")
+            .position(|s| s == compensations()[0])
             .unwrap_or(entered.len());
         assert!(
             entered[compensating..]
                 .iter()
-                .all(|s| !FORWARD.contains(&s.as_str())),
+                .all(|s| !forward().contains(&s.as_str())),
             "seed {seed}: a forward step after the compensation began: {entered:?}"
         );
         assert_eq!(
@@ -738,7 +770,7 @@ fn random_walks_end_completed_cancelled_or_failed_at_a_compensation_with_the_rig
             "OrderCancelled" => {
                 let failure = first_failure.clone().expect("a failure started it");
                 assert_eq!(x.failure(), failure, "seed {seed}: {entered:?}");
-                let cancellation = if failure.1 == WINDOW_CLOSED {
+                let tail = if failure.1 == WINDOW_CLOSED {
                     &entered[compensating - 1..]
                 } else {
                     &entered[compensating..]
@@ -746,11 +778,11 @@ fn random_walks_end_completed_cancelled_or_failed_at_a_compensation_with_the_rig
                 let expected: Vec<&str> = (failure.1 == WINDOW_CLOSED)
                     .then_some("ApprovalWindowClosed")
                     .into_iter()
-                    .chain(CANCELLATION)
+                    .chain(cancellation())
                     .collect();
-                assert_eq!(cancellation, expected, "seed {seed}");
+                assert_eq!(tail, expected, "seed {seed}");
             }
-            "ReleaseInventory" | "RefundPayment" => {
+            compensation if compensations().contains(&compensation) => {
                 // A compensation gave up: the execution fails at its state with its error.
                 assert!(first_failure.is_some(), "seed {seed}");
                 assert_eq!(x.failure().0, last_error, "seed {seed}: {entered:?}");

@@ -14,7 +14,7 @@ use workflow::SagaSettings;
 use workflow::SagaWorkers;
 use workflow::definition::Activity;
 use workflow::embedded::EmbeddedWorkflow;
-use workflow::{Step, WorkerSettings};
+use workflow::{Step, StepTask, WorkerSettings};
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -59,6 +59,21 @@ impl Saga {
         };
         saga.start_workers();
         saga
+    }
+
+    /// A compensation's first task for order `id`, with the input the definition gives it:
+    /// the failure that started the compensation, attempt 0, and whether it is the last.
+    pub fn undo_task(activity: Activity, id: &str, failure: serde_json::Value) -> StepTask {
+        let last = Activity::COMPENSATIONS.last() == Some(&activity);
+        StepTask {
+            task_token: format!("t-{}", activity.state()),
+            input: serde_json::json!({
+                "orderId": id,
+                "failure": failure,
+                "attempt": 0,
+                "finishesOrder": last,
+            }),
+        }
     }
 
     /// The step the workers run for `activity`, to run by hand.

@@ -168,10 +168,12 @@ mod tests {
             p.state_machine_arn,
             format!("{SCOPE}:stateMachine:{STATE_MACHINE_NAME}")
         );
-        assert_eq!(
-            p.activity_arns[&Activity::RecordCompensationFailure],
-            format!("{SCOPE}:activity:fulfillment-record-compensation-failure")
-        );
+        for a in Activity::ALL {
+            assert_eq!(
+                p.activity_arns[&a],
+                format!("{SCOPE}:activity:{}", a.name())
+            );
+        }
     }
 
     #[tokio::test]

@@ -2,13 +2,14 @@
 //! AWS Step Functions and run by the embedded engine. Its Task resources are `${…}`
 //! placeholders (CloudFormation `DefinitionSubstitutions` syntax) for the activity ARNs. Beside
 //! it, what the definition's paths and matchers name: its input ([`SagaInput`]) and the error
-//! names its steps report ([`ErrorName`]).
+//! names its steps report ([`ErrorName`], declared in `step`). Its Task states are the steps of
+//! the registry ([`Activity`], `crate::steps`), each named for its step.
 
-mod errors;
 mod input;
 
-pub use errors::ErrorName;
+pub use crate::steps::Activity;
 pub use input::{SagaInput, SagaSettings};
+pub use step::ErrorName;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -22,68 +23,6 @@ pub const STATE_MACHINE_NAME: &str = "fulfillment-order-saga";
 /// The Task state that waits for an operator's decision; its `TimeoutSecondsPath` is the
 /// approval window, and only a heartbeat timeout is retried there.
 pub const APPROVAL_STATE: &str = "AwaitApproval";
-
-/// Declares the saga's activities, one line each: the variant (which is also the Task state's
-/// name and, with `ActivityArn` appended, its placeholder in the definition) and the activity's
-/// name (the last part of its ARN).
-macro_rules! activities {
-    ($($variant:ident => $name:literal,)+) => {
-        /// The saga's activities: each with its placeholder in the definition and its name.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum Activity {
-            $($variant,)+
-        }
-
-        impl Activity {
-            pub const ALL: [Activity; [$(stringify!($variant)),+].len()] =
-                [$(Activity::$variant),+];
-
-            /// The placeholder in the definition (without `${` `}`).
-            pub fn placeholder(self) -> &'static str {
-                match self {
-                    $(Activity::$variant => concat!(stringify!($variant), "ActivityArn"),)+
-                }
-            }
-
-            /// The Task state that runs it: the variant's name.
-            pub fn state(self) -> &'static str {
-                match self {
-                    $(Activity::$variant => stringify!($variant),)+
-                }
-            }
-
-            /// The activity's name (the last part of its ARN).
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Activity::$variant => $name,)+
-                }
-            }
-        }
-    };
-}
-
-activities! {
-    ReserveInventory => "fulfillment-reserve-inventory",
-    ChargePayment => "fulfillment-charge-payment",
-    AwaitApproval => "fulfillment-await-approval",
-    CreateShipment => "fulfillment-create-shipment",
-    RefundPayment => "fulfillment-refund-payment",
-    ReleaseInventory => "fulfillment-release-inventory",
-    RecordCompensationFailure => "fulfillment-record-compensation-failure",
-}
-
-impl Activity {
-    /// Activities no state of the current definition runs, still served for executions started
-    /// under an older one (a definition update leaves running executions on their own version,
-    /// on AWS as in the engine). `RecordCompensationFailure` was the state compensations went to
-    /// when they gave up; now each fails at its own state, so a redrive resumes there.
-    pub const RETIRED: [Activity; 1] = [Activity::RecordCompensationFailure];
-
-    /// Run by a state of the current definition.
-    pub fn is_current(self) -> bool {
-        !Activity::RETIRED.contains(&self)
-    }
-}
 
 /// How many retries `state` makes of a transient error (`Store.Unavailable` and its kin): the
 /// `MaxAttempts` of its retrier that matches `Store.Unavailable`, read from the definition, so a
@@ -183,15 +122,15 @@ mod tests {
         assert!(!text.contains("${"));
         for a in Activity::ALL {
             let named = text.contains(&format!(":activity:{}\"", a.name()));
-            assert_eq!(named, a.is_current(), "{a:?}");
+            assert!(named, "no state runs {a:?}");
         }
     }
 
     #[test]
     fn every_activity_is_run_by_the_task_state_of_its_name() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
-        for a in Activity::ALL.into_iter().filter(|a| a.is_current()) {
-            let state = &def["States"][format!("{a:?}")];
+        for a in Activity::ALL {
+            let state = &def["States"][a.state()];
             assert_eq!(state["Type"], "Task", "{a:?}");
             assert!(
                 state["Resource"]
@@ -220,7 +159,57 @@ mod tests {
 
     /// Compensations (the states a Catch leads to, and on from them) have no Catch: one that
     /// gives up fails the execution at its own state, where a redrive resumes.
-    const COMPENSATIONS: [&str; 2] = ["ReleaseInventory", "RefundPayment"];
+    fn compensations() -> Vec<&'static str> {
+        Activity::COMPENSATIONS.iter().map(|a| a.state()).collect()
+    }
+
+    /// Every Task state runs a step of the registry: a state without one could not be served.
+    #[test]
+    fn every_task_state_is_a_registered_step() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let unregistered: Vec<_> = def["States"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, s)| s["Type"] == "Task")
+            .map(|(name, _)| name.as_str())
+            .filter(|name| Activity::of_state(name).is_none())
+            .collect();
+        assert!(unregistered.is_empty(), "no step for {unregistered:?}");
+    }
+
+    /// Each error a step declares is met at its state: a forward step's is retried or caught
+    /// (a compensation then runs), a compensation's transient ones are retried and the rest
+    /// fail the execution there, which is the one way a compensation gives up.
+    #[test]
+    fn every_declared_error_is_retried_or_caught_at_its_state() {
+        let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
+        let matched = |list: &serde_json::Value, e: ErrorName| {
+            list.as_array().into_iter().flatten().any(|r| {
+                r["ErrorEquals"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == e.as_str() || x == "States.ALL")
+            })
+        };
+        let mut unmet = Vec::new();
+        for a in Activity::ALL {
+            let state = &def["States"][a.state()];
+            for e in a.declaration().raised() {
+                let retried = matched(&state["Retry"], e);
+                let met = if a.is_compensation() {
+                    retried || !e.is_transient()
+                } else {
+                    retried || matched(&state["Catch"], e)
+                };
+                if !met {
+                    unmet.push(format!("{}: {e}", a.state()));
+                }
+            }
+        }
+        assert!(unmet.is_empty(), "neither retried nor caught: {unmet:?}");
+    }
 
     #[test]
     fn every_task_has_timeouts_and_retries_and_only_forward_ones_catch() {
@@ -242,7 +231,7 @@ mod tests {
             let catches = state["Catch"].as_array().is_some_and(|c| !c.is_empty());
             assert_eq!(
                 catches,
-                !COMPENSATIONS.contains(&name.as_str()),
+                !compensations().contains(&name.as_str()),
                 "{name}: Catch {}",
                 state["Catch"]
             );
@@ -265,11 +254,14 @@ mod tests {
                 while states[next]["Type"] == "Pass" {
                     next = states[next]["Next"].as_str().unwrap();
                 }
-                assert_eq!(next, COMPENSATIONS[0], "{name}");
+                assert_eq!(next, compensations()[0], "{name}");
             }
         }
-        assert_eq!(states[COMPENSATIONS[0]]["Next"], COMPENSATIONS[1]);
-        assert_eq!(states[COMPENSATIONS[1]]["Next"], "OrderCancelled");
+        let order = compensations();
+        for pair in order.windows(2) {
+            assert_eq!(states[pair[0]]["Next"], pair[1]);
+        }
+        assert_eq!(states[order[order.len() - 1]]["Next"], "OrderCancelled");
     }
 
     /// A compensation retries what passes (an outage, a timeout) and gives up on the rest at
@@ -277,7 +269,7 @@ mod tests {
     #[test]
     fn compensations_retry_only_transient_errors_and_are_told_their_attempt() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
-        for name in COMPENSATIONS {
+        for name in compensations() {
             let state = &def["States"][name];
             for retrier in state["Retry"].as_array().unwrap() {
                 for e in retrier["ErrorEquals"].as_array().unwrap() {
@@ -293,15 +285,15 @@ mod tests {
             assert_eq!(state["Parameters"]["attempt.$"], "$$.State.RetryCount");
             assert!(transient_retries(name) >= 10, "{name}");
         }
-        // The refund is the last: it ends the order, the release does not.
-        assert_eq!(
-            def["States"]["ReleaseInventory"]["Parameters"]["finishesOrder"],
-            false
-        );
-        assert_eq!(
-            def["States"]["RefundPayment"]["Parameters"]["finishesOrder"],
-            true
-        );
+        // The last one ends the order, the others do not.
+        let order = compensations();
+        for (i, name) in order.iter().enumerate() {
+            assert_eq!(
+                def["States"][name]["Parameters"]["finishesOrder"],
+                i + 1 == order.len(),
+                "{name}"
+            );
+        }
         assert_eq!(transient_retries("OrderCancelled"), 0);
     }
 
@@ -358,12 +350,7 @@ mod tests {
     #[test]
     fn forward_steps_retry_only_transient_errors() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
-        for name in [
-            "ReserveInventory",
-            "ChargePayment",
-            "CreateShipment",
-            "AwaitApproval",
-        ] {
+        for name in Activity::FORWARD.map(Activity::state) {
             for retrier in def["States"][name]["Retry"].as_array().unwrap() {
                 for e in retrier["ErrorEquals"].as_array().unwrap() {
                     let e = e.as_str().unwrap();
@@ -384,12 +371,10 @@ mod tests {
     fn a_misconfigured_provider_is_retried_for_days_where_a_provider_is_called() {
         let def: serde_json::Value = serde_json::from_str(&rendered()).unwrap();
         let name = ErrorName::ProviderMisconfigured.as_str();
-        for state in [
-            "ChargePayment",
-            "CreateShipment",
-            "RefundPayment",
-            "ReleaseInventory",
-        ] {
+        let callers = Activity::ALL
+            .into_iter()
+            .filter(|a| a.declaration().calls_a_provider());
+        for state in callers.map(Activity::state) {
             let retriers = def["States"][state]["Retry"].as_array().unwrap();
             let first_match = retriers
                 .iter()

@@ -7,10 +7,7 @@
 //! closes the window: it fails the parked token with `Order.ApprovalExpired`, and the saga
 //! compensates. A decision after the deadline takes no effect and says so.
 
-use super::{OrderInput, attempt, cancelled, failed, load_order, store_failed};
-use crate::ErrorName;
 use crate::port::{WorkflowError, WorkflowPort};
-use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -20,6 +17,10 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use step::{
+    Declaration, Declared, ErrorName, OrderInput, Port, Step, StepContext, StepOutcome, StepTask,
+    attempt, cancelled, failed, load_order, store_failed,
+};
 use store::{
     Decided, Decision, Expiry, Failure, Order, OrderId, OrderRepository, OrderStatus,
     PendingApproval, Ports, QueueCursor, ShardLeases, StoreError, Unshared,
@@ -27,6 +28,26 @@ use store::{
 
 pub struct AwaitApproval {
     pub ports: Ports,
+}
+
+impl Declared for AwaitApproval {
+    const DECLARATION: Declaration = Declaration {
+        activity: "fulfillment-await-approval",
+        // Rejected and ApprovalExpired are answered to its parked token: by an operator's
+        // decision (`decide`) and by the keeper when the window closes.
+        raises: &[
+            ErrorName::OrderRejected,
+            ErrorName::OrderApprovalExpired,
+            ErrorName::OrderCancelled,
+        ],
+        needs: &[Port::Orders],
+    };
+
+    fn build(cx: &StepContext) -> Self {
+        AwaitApproval {
+            ports: cx.ports.clone(),
+        }
+    }
 }
 
 /// The task output of an approval, and the cause of a rejection.

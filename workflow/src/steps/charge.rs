@@ -3,25 +3,37 @@
 //! saga already compensating the order (a stale worker's) charges nothing: a charge made then
 //! would come after the refund that was to undo it.
 
-use super::{
-    OrderInput, ProviderErrors, attempt, cancelled, failed, gateway_failed, load_order,
-    store_failed,
-};
-use crate::ErrorName;
-use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use store::{ChargeRequest, OrderStatus, Ports};
-
-/// The payment provider's failures as the definition names them.
-pub const PAYMENT_ERRORS: ProviderErrors = ProviderErrors {
-    rejected: ErrorName::PaymentDeclined,
-    unavailable: ErrorName::PaymentUnavailable,
-    invalid: ErrorName::PaymentInvalid,
+use step::{
+    Declaration, Declared, ErrorName, OrderInput, PAYMENT_ERRORS, Port, Step, StepContext,
+    StepOutcome, StepTask, attempt, cancelled, failed, gateway_failed, load_order, store_failed,
 };
+use store::{ChargeRequest, OrderStatus, Ports};
 
 pub struct ChargePayment {
     pub ports: Ports,
+}
+
+impl Declared for ChargePayment {
+    const DECLARATION: Declaration = Declaration {
+        activity: "fulfillment-charge-payment",
+        raises: &[
+            ErrorName::PaymentDeclined,
+            ErrorName::PaymentUnavailable,
+            ErrorName::PaymentInvalid,
+            ErrorName::PaymentKeyReused,
+            ErrorName::ProviderMisconfigured,
+            ErrorName::OrderCancelled,
+        ],
+        needs: &[Port::Orders, Port::Payments],
+    };
+
+    fn build(cx: &StepContext) -> Self {
+        ChargePayment {
+            ports: cx.ports.clone(),
+        }
+    }
 }
 
 #[async_trait]

@@ -1,215 +1,171 @@
-//! The saga's steps, one per file, and [`for_activity`], the table that gives each activity of
-//! the definition its step. A forward step loads the order by the id in its input, does its one
-//! side effect idempotently (keyed by the order id, never by an attempt), moves the order's
-//! status forward, and reports an outcome with an [`ErrorName`]; a compensation step runs its
-//! undo from the `compensations` crate.
+//! The saga's steps and their registry. Each step is one file, declaring itself beside its
+//! code (`step::Declared`: its activity, the errors it may raise, the ports it needs); the forward
+//! steps live here, the undos in `compensations`. [`saga_steps!`] below lists each step once, by
+//! its type, whose name is also its Task state's in `order_saga.asl.json`, and derives from that
+//! list the [`Activity`] table the rest of the service uses: the placeholders the definition is
+//! rendered with, the activities provisioned and served, the steps the workers run
+//! ([`for_activity`]) and the lists the tests check the definition and the deployment template
+//! against.
+//!
+//! A forward step loads the order by the id in its input, does its one side effect idempotently
+//! (keyed by the order id, never by an attempt), moves the order's status forward, and reports an
+//! outcome with an [`ErrorName`](step::ErrorName).
 
-pub mod approval;
-pub mod charge;
-pub mod record_failure;
-pub mod refund;
-pub mod release;
-pub mod reserve;
-pub mod ship;
-
-pub use approval::AwaitApproval;
-pub use charge::ChargePayment;
-pub use record_failure::RecordCompensationFailure;
-pub use refund::RefundPayment;
-pub use release::ReleaseInventory;
-pub use reserve::ReserveInventory;
-pub use ship::CreateShipment;
-
-use crate::ErrorName;
-use crate::definition::Activity;
-use crate::workers::{Step, StepOutcome, StepTask};
-use compensations::{CompensationError, failure_from};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use crate::definition;
 use std::sync::Arc;
-use store::{GatewayError, Incident, Order, OrderId, OrderRepository, Ports, Shipment, StoreError};
+use step::{Declaration, Declared, Step, StepContext};
+use store::Ports;
 
-/// The step that serves `activity`, over `ports`.
-pub fn for_activity(activity: Activity, ports: &Ports) -> Arc<dyn Step> {
-    let ports = ports.clone();
-    match activity {
-        Activity::ReserveInventory => Arc::new(ReserveInventory { ports }),
-        Activity::ChargePayment => Arc::new(ChargePayment { ports }),
-        Activity::AwaitApproval => Arc::new(AwaitApproval { ports }),
-        Activity::CreateShipment => Arc::new(CreateShipment { ports }),
-        Activity::RefundPayment => Arc::new(RefundPayment { ports }),
-        Activity::ReleaseInventory => Arc::new(ReleaseInventory { ports }),
-        Activity::RecordCompensationFailure => Arc::new(RecordCompensationFailure { ports }),
-    }
-}
+/// Declares the registry: the forward steps in the order the definition runs them, each as
+/// `module::Type` (its file in this folder), then the compensations in the order they run, each
+/// a type of the `compensations` crate.
+macro_rules! saga_steps {
+    (
+        forward { $($module:ident :: $forward:ident,)+ }
+        compensations { $($undo:ident,)+ }
+    ) => {
+        $(pub mod $module;)+
+        $(pub use $module::$forward;)+
+        pub use compensations::{$($undo),+};
 
-/// The input every saga task gets (`Parameters: {"orderId.$": "$.orderId", …}`).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OrderInput {
-    pub order_id: OrderId,
-    /// The `{Error, Cause}` that started a compensation, for compensation steps.
-    #[serde(default)]
-    pub failure: Option<Value>,
-    /// `$$.State.RetryCount`, for compensation steps: the retries made before this attempt.
-    #[serde(default)]
-    pub attempt: Option<u32>,
-    /// For compensation steps: whether this one is the last and ends the order `CANCELLED`.
-    /// Absent in definitions from before it was passed, where the release came last.
-    #[serde(default)]
-    pub finishes_order: Option<bool>,
-}
+        /// The saga's activities, one per step: the variant's name is the step's type and its
+        /// Task state's name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Activity {
+            $($forward,)+
+            $($undo,)+
+        }
 
-impl OrderInput {
-    pub fn parse(task: &StepTask) -> Result<OrderInput, StepOutcome> {
-        serde_json::from_value(task.input.clone())
-            .map_err(|e| failed(ErrorName::OrderInvalid, format!("bad task input: {e}")))
-    }
-}
+        impl Activity {
+            pub const ALL: [Activity; [$(stringify!($forward),)+ $(stringify!($undo),)+].len()] =
+                [$(Activity::$forward,)+ $(Activity::$undo,)+];
 
-pub fn failed(error: ErrorName, cause: impl Into<String>) -> StepOutcome {
-    StepOutcome::Failed {
-        error: error.as_str().to_owned(),
-        cause: cause.into(),
-    }
-}
+            /// The forward steps, in the order the definition runs them.
+            pub const FORWARD: [Activity; [$(stringify!($forward)),+].len()] =
+                [$(Activity::$forward),+];
 
-/// A store failure as a step outcome: transient ones are retried by the definition.
-pub fn store_failed(e: &StoreError) -> StepOutcome {
-    let name = if e.is_transient() {
-        ErrorName::StoreUnavailable
-    } else {
-        ErrorName::StepFailed
-    };
-    failed(name, e.to_string())
-}
+            /// The compensations, in the order they run.
+            pub const COMPENSATIONS: [Activity; [$(stringify!($undo)),+].len()] =
+                [$(Activity::$undo),+];
 
-/// A provider's names for its own failures, for [`gateway_failed`].
-pub struct ProviderErrors {
-    /// Its final "no" (a decline, an undeliverable address).
-    pub rejected: ErrorName,
-    /// It did not answer, or answered that it is overloaded.
-    pub unavailable: ErrorName,
-    /// A request no retry can fix that is not a "no" of the customer's.
-    pub invalid: ErrorName,
-}
+            /// What the step says of itself.
+            pub fn declaration(self) -> &'static Declaration {
+                match self {
+                    $(Activity::$forward => &<$forward as Declared>::DECLARATION,)+
+                    $(Activity::$undo => &<$undo as Declared>::DECLARATION,)+
+                }
+            }
 
-/// A gateway's failure as the step's outcome: the provider's own names for its refusals, the
-/// shared ones for a reused key, the operator's misconfiguration and store trouble (behind a
-/// sandbox gateway).
-pub fn gateway_failed(e: GatewayError, names: ProviderErrors) -> StepOutcome {
-    match e {
-        GatewayError::Rejected(reason) => failed(names.rejected, reason),
-        GatewayError::Unavailable(reason) => failed(names.unavailable, reason),
-        GatewayError::Invalid(reason) => failed(names.invalid, reason),
-        GatewayError::KeyReused(reason) => failed(ErrorName::PaymentKeyReused, reason),
-        GatewayError::Misconfigured(reason) => failed(ErrorName::ProviderMisconfigured, reason),
-        GatewayError::Store(s) => store_failed(&s),
-    }
-}
+            /// The Task state that runs it: the step's name.
+            pub fn state(self) -> &'static str {
+                match self {
+                    $(Activity::$forward => stringify!($forward),)+
+                    $(Activity::$undo => stringify!($undo),)+
+                }
+            }
 
-/// A compensation's failure as the step's outcome, named by whose failure it is.
-fn compensation_failed(e: CompensationError) -> StepOutcome {
-    match e {
-        CompensationError::Store(e) => store_failed(&e),
-        CompensationError::Payment(e) => gateway_failed(e, charge::PAYMENT_ERRORS),
-        CompensationError::Shipping(e) => gateway_failed(e, ship::SHIPPING_ERRORS),
-    }
-}
+            /// The placeholder in the definition (without `${` `}`): the state's name with
+            /// `ActivityArn` appended.
+            pub fn placeholder(self) -> &'static str {
+                match self {
+                    $(Activity::$forward => concat!(stringify!($forward), "ActivityArn"),)+
+                    $(Activity::$undo => concat!(stringify!($undo), "ActivityArn"),)+
+                }
+            }
 
-/// A compensation step that could not finish. The definition retries transient errors; a
-/// permanent one, or a transient one on the state's last attempt, first records the incident
-/// on the order (the execution then fails at this state, where a redrive resumes). A
-/// misconfigured provider is the operator's to fix and is retried for days: it records none
-/// (when even those retries run out, the repair loop finds the failed execution). When the
-/// incident cannot be recorded, the store's failure is reported instead, and retried.
-async fn give_up_or_retry(
-    ports: &Ports,
-    state: &str,
-    input: &OrderInput,
-    e: CompensationError,
-) -> StepOutcome {
-    let outcome = compensation_failed(e);
-    let StepOutcome::Failed { error, cause } = &outcome else {
-        return outcome;
-    };
-    let name = ErrorName::ALL.into_iter().find(|n| n.as_str() == error);
-    let retries = input.attempt.unwrap_or(0);
-    let last = match name {
-        Some(ErrorName::ProviderMisconfigured) => false,
-        Some(n) if n.is_transient() => retries >= crate::definition::transient_retries(state),
-        _ => true,
-    };
-    if !last {
-        return outcome;
-    }
-    let incident = Incident {
-        step: state.to_owned(),
-        error: error.clone(),
-        cause: cause.clone(),
-        attempts: retries.saturating_add(1),
-        since: chrono::Utc::now(),
-    };
-    let failure = failure_from(input.failure.as_ref());
-    match compensations::give_up(ports.orders.as_ref(), &input.order_id, &incident, failure).await {
-        Ok(_) => outcome,
-        Err(e) => compensation_failed(e),
-    }
-}
-
-/// Ends a compensation run when `input` says this step is the last: the order `CANCELLED`, and
-/// the failure that started the compensation handed to the `Fail` state that ends the saga (a
-/// cause filled in when the failure had none, e.g. a timeout's).
-async fn finish_if_last(
-    ports: &Ports,
-    input: &OrderInput,
-    last_by_default: bool,
-    mut output: Value,
-) -> StepOutcome {
-    if !input.finishes_order.unwrap_or(last_by_default) {
-        return StepOutcome::Done(output);
-    }
-    let failure = failure_from(input.failure.as_ref());
-    let (error, cause) = (failure.error.clone(), failure.cause.clone());
-    if let Err(e) = compensations::cancel(ports.orders.as_ref(), &input.order_id, failure).await {
-        return compensation_failed(e);
-    }
-    output["error"] = json!(error);
-    output["cause"] = json!(cause);
-    StepOutcome::Done(output)
-}
-
-/// A compensation's output when the order turned out to have shipped: nothing was undone.
-fn shipped(key: &str, shipment: &Shipment) -> Value {
-    json!({ key: false, "reason": "the order had shipped; nothing is undone", "shipmentId": shipment.shipment_id })
-}
-
-/// `Order.Cancelled` when the order's cancellation is recorded: a forward step that sees it does
-/// nothing and fails, and the saga's Catch runs the compensation.
-pub fn cancelled(order: &Order) -> Option<StepOutcome> {
-    let cancellation = order.cancellation.as_ref()?;
-    Some(failed(ErrorName::OrderCancelled, cancellation.cause()))
-}
-
-/// Loads the order a task is about; a missing order is a bug, reported and never retried.
-pub async fn load_order(orders: &dyn OrderRepository, id: &OrderId) -> Result<Order, StepOutcome> {
-    match orders.get(id).await {
-        Ok(Some(order)) => Ok(order),
-        Ok(None) => Err(failed(
-            ErrorName::OrderInvalid,
-            format!("order {id} does not exist"),
-        )),
-        Err(e) => Err(store_failed(&e)),
-    }
-}
-
-/// Unwraps a step's intermediate results: `Err` holds the outcome to report.
-macro_rules! attempt {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(outcome) => return outcome,
+            fn build(self, cx: &StepContext) -> Arc<dyn Step> {
+                match self {
+                    $(Activity::$forward => Arc::new(<$forward as Declared>::build(cx)),)+
+                    $(Activity::$undo => Arc::new(<$undo as Declared>::build(cx)),)+
+                }
+            }
         }
     };
 }
-pub(crate) use attempt;
+
+saga_steps! {
+    forward {
+        reserve::ReserveInventory,
+        charge::ChargePayment,
+        approval::AwaitApproval,
+        ship::CreateShipment,
+    }
+    compensations {
+        ReleaseInventory,
+        RefundPayment,
+    }
+}
+
+impl Activity {
+    /// The activity's name (the last part of its ARN).
+    pub fn name(self) -> &'static str {
+        self.declaration().activity
+    }
+
+    /// Whether the step undoes another's side effect.
+    pub fn is_compensation(self) -> bool {
+        Activity::COMPENSATIONS.contains(&self)
+    }
+
+    /// The activity whose Task state is `state`.
+    pub fn of_state(state: &str) -> Option<Activity> {
+        Activity::ALL.into_iter().find(|a| a.state() == state)
+    }
+}
+
+/// The step that serves `activity`, over `ports`.
+pub fn for_activity(activity: Activity, ports: &Ports) -> Arc<dyn Step> {
+    activity.build(&StepContext {
+        ports: ports.clone(),
+        state: activity.state(),
+        transient_retries: definition::transient_retries(activity.state()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use step::ErrorName;
+
+    #[test]
+    fn activity_names_are_unique_and_prefixed() {
+        let names: HashSet<_> = Activity::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(names.len(), Activity::ALL.len());
+        assert!(
+            names.iter().all(|n| n.starts_with("fulfillment-")),
+            "{names:?}"
+        );
+    }
+
+    /// Every error name is raised by some step (or, for a decision or a closed window, answered
+    /// to the approval step's token), so none is dead and none is missing from a declaration.
+    #[test]
+    fn every_error_name_is_raised_by_a_declared_step() {
+        let raised: HashSet<ErrorName> = Activity::ALL
+            .iter()
+            .flat_map(|a| a.declaration().raised())
+            .collect();
+        let missing: Vec<_> = ErrorName::ALL
+            .into_iter()
+            .filter(|n| !raised.contains(n))
+            .collect();
+        assert!(missing.is_empty(), "raised by no step: {missing:?}");
+    }
+
+    /// A step lists only its own errors (the ones every step may raise are implied), and every
+    /// step reads its order from the store.
+    #[test]
+    fn declarations_list_their_own_errors_and_every_step_needs_the_orders() {
+        for a in Activity::ALL {
+            let d = a.declaration();
+            let implied: Vec<_> = d
+                .raises
+                .iter()
+                .filter(|e| step::EVERY_STEP_RAISES.contains(e))
+                .collect();
+            assert!(implied.is_empty(), "{a:?} repeats {implied:?}");
+            assert!(d.needs.contains(&step::Port::Orders), "{a:?}");
+        }
+    }
+}

@@ -1,15 +1,33 @@
 //! ReserveInventory: every line of the order or none, once per order.
 
-use super::{OrderInput, attempt, cancelled, failed, load_order, store_failed};
-use crate::ErrorName;
-use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
 use std::collections::BTreeMap;
+use step::{
+    Declaration, Declared, ErrorName, OrderInput, Port, Step, StepContext, StepOutcome, StepTask,
+    attempt, cancelled, failed, load_order, store_failed,
+};
 use store::{OrderStatus, Ports, ReservationStatus, Reserved, ReservedLine};
 
 pub struct ReserveInventory {
     pub ports: Ports,
+}
+
+impl Declared for ReserveInventory {
+    const DECLARATION: Declaration = Declaration {
+        activity: "fulfillment-reserve-inventory",
+        raises: &[
+            ErrorName::InventoryOutOfStock,
+            ErrorName::OrderCancelled,
+        ],
+        needs: &[Port::Orders, Port::Inventory],
+    };
+
+    fn build(cx: &StepContext) -> Self {
+        ReserveInventory {
+            ports: cx.ports.clone(),
+        }
+    }
 }
 
 /// The order's lines by SKU (an order may name a SKU twice).

@@ -1,23 +1,36 @@
 //! CreateShipment: one shipment per order; its stock leaves the warehouse and the order is done.
 
 use super::reserve::lines_of;
-use super::{OrderInput, ProviderErrors, attempt, cancelled, failed, gateway_failed, store_failed};
-use crate::ErrorName;
-use crate::workers::{Step, StepOutcome, StepTask};
 use async_trait::async_trait;
 use serde_json::json;
-use store::{OrderStatus, Ports, ShipmentRequest};
-
-/// The carrier's failures as the definition names them: a request it cannot serve is a
-/// rejected shipment.
-pub const SHIPPING_ERRORS: ProviderErrors = ProviderErrors {
-    rejected: ErrorName::ShipmentRejected,
-    unavailable: ErrorName::ShipmentUnavailable,
-    invalid: ErrorName::ShipmentRejected,
+use step::{
+    Declaration, Declared, ErrorName, OrderInput, Port, SHIPPING_ERRORS, Step, StepContext,
+    StepOutcome, StepTask, attempt, cancelled, failed, gateway_failed, store_failed,
 };
+use store::{OrderStatus, Ports, ShipmentRequest};
 
 pub struct CreateShipment {
     pub ports: Ports,
+}
+
+impl Declared for CreateShipment {
+    const DECLARATION: Declaration = Declaration {
+        activity: "fulfillment-create-shipment",
+        raises: &[
+            ErrorName::ShipmentRejected,
+            ErrorName::ShipmentUnavailable,
+            ErrorName::PaymentKeyReused,
+            ErrorName::ProviderMisconfigured,
+            ErrorName::OrderCancelled,
+        ],
+        needs: &[Port::Orders, Port::Inventory, Port::Shipping],
+    };
+
+    fn build(cx: &StepContext) -> Self {
+        CreateShipment {
+            ports: cx.ports.clone(),
+        }
+    }
 }
 
 #[async_trait]
