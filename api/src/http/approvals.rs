@@ -2,6 +2,7 @@
 //! (through [`decide`]), and `GET /approvals` lists the orders waiting for one.
 
 use super::AppState;
+use super::answers;
 use super::auth::Operator;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::orders::{IDEMPOTENT_REPLAYED, SagaStatus, decision_name, find_order};
@@ -172,17 +173,16 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
     responses(
         (status = 200, description = "Decided (or, with `Idempotent-Replayed: true`, decided so before)", body = ApprovalResult,
             headers(("Idempotent-Replayed" = String, description = "`true` when this decision was made before"))),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::OrderNotFound,
         (status = 409, description = "Another decision was made (`approval-conflict`), the order is not awaiting approval (`not-awaiting-approval`), its approval window ran out (`approval-expired`) or it was cancelled first (`order-cancelled`)", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::BodyTimeout,
+        answers::PayloadTooLarge,
+        answers::UnsupportedMediaType,
+        answers::ValidationFailed,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "decide_approval", skip_all, fields(order_id = %raw, execution_arn = Empty, operator = %operator.name))]
@@ -282,11 +282,10 @@ pub async fn decide_approval(
     params(PendingQuery),
     responses(
         (status = 200, description = "A page of the waiting orders, oldest request first", body = PendingApprovals),
-        (status = 400, description = "Invalid `limit` or `after`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::InvalidPage,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "pending_approvals", skip_all)]

@@ -3,6 +3,7 @@
 //! compensations.
 
 use super::AppState;
+use super::answers;
 use super::auth::Caller;
 use super::extract::{JsonBody, PathParam};
 use super::orders::{OrderStatusView, accepted_at_status, find_own_order, status_view};
@@ -86,16 +87,15 @@ async fn accepted(state: &AppState, order: &Order, caller: &Caller, replayed: bo
                 ("Location" = String, description = "The order's status URL"),
                 ("Idempotent-Replayed" = String, description = "`true` when the order's cancellation was recorded before"),
             )),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::OwnOrderNotFound,
         (status = 409, description = "The order shipped or its shipment began (`order-shipped`), or it is already being undone or ended so for another reason (`not-cancellable`); nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::BodyTimeout,
+        answers::PayloadTooLarge,
+        answers::UnsupportedMediaType,
+        answers::ValidationFailed,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "cancel_order", skip_all, fields(order_id = %raw, execution_arn = Empty, principal = %caller.principal))]

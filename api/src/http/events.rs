@@ -8,6 +8,7 @@
 //! `429`), and a stream ends after [`STREAM_LIFETIME`] (the client reconnects with its last id).
 
 use super::AppState;
+use super::answers;
 use super::auth::Caller;
 use super::extract::PathParam;
 use super::orders::find_own_order;
@@ -118,11 +119,10 @@ fn first_events(events: &[OrderEvent], last_id: Option<&str>) -> Vec<OrderEvent>
     ),
     responses(
         (status = 200, description = "The status stream", content_type = "text/event-stream", body = StatusEvent),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::Unauthorized,
         (status = 404, description = "No such order of the caller's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller holds the most streams allowed (`too-many-streams`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "order_events", skip_all, fields(order_id = %raw))]

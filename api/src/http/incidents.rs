@@ -6,6 +6,7 @@
 //! the order with the operator's name.
 
 use super::AppState;
+use super::answers;
 use super::auth::Operator;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::orders::{FailureView, SagaStatus, find_order};
@@ -179,11 +180,10 @@ pub struct ResolveResult {
     params(IncidentsQuery),
     responses(
         (status = 200, description = "A page of open incidents, oldest first", body = IncidentsPage),
-        (status = 400, description = "Invalid `limit` or `after`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::InvalidPage,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "list_incidents", skip_all)]
@@ -259,15 +259,14 @@ fn note(body: &serde_json::Value) -> Result<Option<String>, Problem> {
     request_body(content = IncidentActionRequest, content_type = "application/json"),
     responses(
         (status = 202, description = "Redriven: the compensation runs again", body = RedriveResult),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::OrderNotFound,
         (status = 409, description = "The order has no open incident (`no-open-incident`), or its execution cannot be redriven: still running, or closed too long ago (`not-redrivable`, with the workflow service's reason)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::UnsupportedMediaType,
+        answers::ValidationFailed,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "redrive_order", skip_all, fields(order_id = %raw, execution_arn = Empty, operator = %operator.name))]
@@ -356,15 +355,14 @@ pub async fn redrive(
     request_body(content = IncidentActionRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "Resolved: the order is cancelled", body = ResolveResult),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such order (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::OrderNotFound,
         (status = 409, description = "The order has no open incident (`no-open-incident`: never had one, or resolved before), or its execution is still running (`execution-running`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        answers::UnsupportedMediaType,
         (status = 422, description = "Invalid fields, each listed in `errors` (`note` is required)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "resolve_incident", skip_all, fields(order_id = %raw, execution_arn = Empty, operator = %operator.name))]

@@ -3,6 +3,7 @@
 //! `GET /inventory/{sku}` reads one SKU and `GET /inventory` lists them all, a page at a time.
 
 use super::AppState;
+use super::answers;
 use super::auth::{Caller, Operator};
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::problem::{FieldError, Problem, ProblemKind};
@@ -121,15 +122,14 @@ impl From<StockLevel> for Stock {
     request_body(content = StockCount, content_type = "application/json"),
     responses(
         (status = 200, description = "The SKU's stock now", body = Stock),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 403, description = "A client's key: this is for operators (`forbidden`)", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::Forbidden,
+        answers::BodyTimeout,
+        answers::PayloadTooLarge,
+        answers::UnsupportedMediaType,
         (status = 422, description = "An invalid SKU, count or price, or neither a count nor a price, listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "set_stock", skip_all, fields(sku = %sku))]
@@ -174,10 +174,9 @@ pub async fn put_stock(
         description = "The SKU: 1–64 characters of `[A-Za-z0-9_.-]` (another was never stocked: 404)")),
     responses(
         (status = 200, description = "The SKU's stock", body = Stock),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::Unauthorized,
         (status = 404, description = "The SKU was never stocked (`sku-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "get_stock", skip_all, fields(sku = %sku))]
@@ -215,10 +214,9 @@ fn cursor_after(cursor: &str) -> Option<String> {
     params(StockQuery),
     responses(
         (status = 200, description = "A page of SKUs", body = StockPage),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::Unauthorized,
         (status = 400, description = "Invalid `limit`, or a `cursor` this service did not give (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "list_stock", skip_all)]

@@ -4,6 +4,7 @@
 //! still have a `next` (`OrderRepository::find_orders`).
 
 use super::AppState;
+use super::answers;
 use super::auth::Caller;
 use super::extract::QueryParams;
 use super::orders::SagaStatus;
@@ -138,9 +139,8 @@ fn filter(
     responses(
         (status = 200, description = "A page of orders, newest first", body = OrderList),
         (status = 400, description = "An invalid filter, `limit` or `after`, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "list_orders", skip_all, fields(principal = %caller.principal))]

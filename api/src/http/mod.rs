@@ -1,6 +1,7 @@
 //! The HTTP API: `fn router(state) -> Router`. Handlers, problem+json errors, operator auth,
 //! the OpenAPI document and Swagger UI live below this module.
 
+pub mod answers;
 pub mod approvals;
 pub mod auth;
 pub mod cancel;

@@ -3,12 +3,14 @@
 //! Swagger UI (vendored assets) at `/docs`.
 
 use super::problem::{FieldError, Problem, ProblemKind};
-use super::{approvals, cancel, events, health, incidents, inventory, listing, orders, webhooks};
+use super::{
+    answers, approvals, cancel, events, health, incidents, inventory, listing, orders, webhooks,
+};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::{IntoResponses, Modify, OpenApi};
 
 /// The name of the API keys' bearer security scheme (clients' and operators' keys alike).
 pub const API_KEY_SCHEME: &str = "apiKey";
@@ -35,30 +37,12 @@ impl Modify for Security {
 }
 
 /// `429` on every operation that takes an API key: each key has a rate limit, and an address
-/// guessing keys is throttled (see `rate_limit`).
-struct RateLimited;
+/// guessing keys is throttled (see `rate_limit`). The answer is [`answers::RateLimited`].
+struct RateLimits;
 
-impl Modify for RateLimited {
+impl Modify for RateLimits {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, ResponseBuilder, Type};
-        let response = ResponseBuilder::new()
-            .description(
-                "Past the key's rate limit, or too many failed authentications from this address (`rate-limited`); retry after `Retry-After`",
-            )
-            .header(
-                "Retry-After",
-                HeaderBuilder::new()
-                    .schema(utoipa::openapi::schema::Object::with_type(Type::Integer))
-                    .description(Some("Seconds to wait before the next request"))
-                    .build(),
-            )
-            .content(
-                super::problem::PROBLEM_JSON,
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("Problem")))
-                    .build(),
-            )
-            .build();
+        let limited = answers::RateLimited::responses();
         for item in openapi.paths.paths.values_mut() {
             let operations = [
                 &mut item.get,
@@ -69,10 +53,7 @@ impl Modify for RateLimited {
             ];
             for operation in operations.into_iter().flatten() {
                 if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
-                    operation
-                        .responses
-                        .responses
-                        .insert("429".to_owned(), response.clone().into());
+                    operation.responses.responses.extend(limited.clone());
                 }
             }
         }
@@ -159,7 +140,7 @@ impl Modify for ProblemTypes {
         openapi_json,
     ),
     components(schemas(Problem, FieldError)),
-    modifiers(&Security, &RateLimited, &StockCountSetsSomething, &ProblemTypes),
+    modifiers(&Security, &RateLimits, &StockCountSetsSomething, &ProblemTypes),
     tags(
         (name = "orders", description = "Placing orders and watching their sagas"),
         (name = "operator", description = "Operator actions (bearer token)"),

@@ -3,6 +3,7 @@
 //! [`OrderIntake`](crate::intake::OrderIntake)), reading it back, and watching its saga.
 
 use super::AppState;
+use super::answers;
 use super::auth::Caller;
 use super::cancel::CancellationView;
 use super::conditional;
@@ -483,13 +484,12 @@ pub(super) fn accepted_at_status(id: &OrderId, body: impl Serialize, replayed: b
                 ("Location" = String, description = "The order's status URL"),
                 ("Idempotent-Replayed" = String, description = "`true` when this repeats an earlier placement"),
             )),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::Unauthorized,
         (status = 400, description = "The body is not JSON, or the `Idempotency-Key` header is not a valid order id (`invalid-request`)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The caller's order with this id has another body (`order-conflict`), or the id is another principal's (`order-id-taken`); nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = 408, description = "The body did not arrive within the read timeout (`body-timeout`); the connection is closed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "The body is too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        answers::BodyTimeout,
+        answers::PayloadTooLarge,
+        answers::UnsupportedMediaType,
         (status = 422, description = "Invalid fields (`validation-failed`), or lines the catalog cannot price as asked: a SKU without a price (`sku-not-priced`), priced in another currency (`currency-mismatch`), or a `unitPriceCents` that is not the catalog's (`price-mismatch`); each listed in `errors`, nothing stored", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "A backend is unavailable; retry after `Retry-After`", body = Problem, content_type = "application/problem+json"),
     )
@@ -741,10 +741,9 @@ async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>,
                 ("ETag" = String, description = "The answer's entity tag"),
                 ("Retry-After" = Option<String>, description = "As for 200"),
             )),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::OwnOrderNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "order_status", skip_all, fields(order_id = %raw, execution_arn = Empty))]
@@ -882,10 +881,9 @@ pub(crate) async fn status_view(
     params(("orderId" = String, Path, description = "The order id")),
     responses(
         (status = 200, description = "The order", body = OrderView),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::OwnOrderNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "get_order", skip_all, fields(order_id = %raw))]
@@ -927,12 +925,11 @@ pub(super) fn decision_name(d: store::Decision) -> &'static str {
     params(("orderId" = String, Path, description = "The order id"), HistoryQuery),
     responses(
         (status = 200, description = "A page of events, oldest first", body = HistoryView),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::Unauthorized,
         (status = 400, description = "Invalid `maxResults`, or a `nextToken` that is not one this order's history gave (`invalid-request`, naming the parameter in `errors`)", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such order, or another client's (`order-not-found`)", body = Problem, content_type = "application/problem+json"),
+        answers::OwnOrderNotFound,
         (status = 410, description = "The order finished longer ago than the workflow keeps a closed execution (`--retention`, 90 days by default; on AWS, Step Functions' own 90 days): its history is gone, its record is not (`history-pruned`; `GET /orders/{orderId}/status` still answers)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "order_history", skip_all, fields(order_id = %raw, execution_arn = Empty))]

@@ -4,6 +4,7 @@
 //! deliveries since a time. Each principal sees its own endpoints only; another's is a 404.
 
 use super::AppState;
+use super::answers;
 use super::auth::Caller;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::problem::{FieldError, Problem, ProblemKind};
@@ -259,13 +260,12 @@ fn new_id() -> String {
     responses(
         (status = 201, description = "Registered", body = EndpointWithSecret,
             headers(("Location" = String, description = "The endpoint's URL"))),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
+        answers::MalformedJson,
+        answers::Unauthorized,
         (status = 409, description = "The caller has the most endpoints allowed (`too-many-endpoints`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
+        answers::UnsupportedMediaType,
         (status = 422, description = "Invalid fields, each listed in `errors` (a URL that is not https, or points at a private address)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::ServiceUnavailable,
     )
 )]
 #[tracing::instrument(name = "create_webhook_endpoint", skip_all, fields(principal = %caller.principal))]
@@ -342,9 +342,8 @@ pub async fn create(
     security(("apiKey" = [])),
     responses(
         (status = 200, description = "The caller's endpoints", body = EndpointList),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn list(
@@ -371,10 +370,9 @@ pub async fn list(
     params(("endpointId" = String, Path, description = "The endpoint's id")),
     responses(
         (status = 200, description = "The endpoint", body = EndpointView),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn get(
@@ -396,10 +394,9 @@ pub async fn get(
     params(("endpointId" = String, Path, description = "The endpoint's id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn delete(
@@ -429,10 +426,9 @@ pub async fn delete(
     params(("endpointId" = String, Path, description = "The endpoint's id")),
     responses(
         (status = 200, description = "Rotated", body = EndpointWithSecret),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn rotate(
@@ -483,10 +479,9 @@ pub async fn rotate(
     params(("endpointId" = String, Path, description = "The endpoint's id")),
     responses(
         (status = 200, description = "Enabled", body = EndpointView),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn enable(
@@ -515,11 +510,10 @@ pub async fn enable(
     params(("endpointId" = String, Path, description = "The endpoint's id"), DeliveryQuery),
     responses(
         (status = 200, description = "A page of deliveries, newest first", body = DeliveryPage),
-        (status = 400, description = "Invalid `limit` or `after`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::InvalidPage,
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn deliveries(
@@ -566,13 +560,12 @@ pub async fn deliveries(
     request_body(content = ReplayRequest, content_type = "application/json"),
     responses(
         (status = 202, description = "Due again, each with its own `webhook-id`", body = Replayed),
-        (status = 400, description = "The body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No API key, or an unknown or revoked one (`unauthorized`)", body = Problem, content_type = "application/problem+json",
-            headers(("WWW-Authenticate" = String, description = "`Bearer`"))),
-        (status = 404, description = "No such endpoint of the caller's (`webhook-endpoint-not-found`)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not `application/json`", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, each listed in `errors`", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "A backend is unavailable", body = Problem, content_type = "application/problem+json"),
+        answers::MalformedJson,
+        answers::Unauthorized,
+        answers::EndpointNotFound,
+        answers::UnsupportedMediaType,
+        answers::ValidationFailed,
+        answers::ServiceUnavailable,
     )
 )]
 pub async fn replay(
