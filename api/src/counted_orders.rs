@@ -19,26 +19,12 @@ pub struct CountedOrders {
 
 #[async_trait]
 impl OrderRepository for CountedOrders {
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
-        self.orders.create(order).await
-    }
-
-    async fn create_with_execution(
-        &self,
-        order: NewOrder,
-        execution_arn: &str,
-    ) -> Result<Created, StoreError> {
-        self.orders
-            .create_with_execution(order, execution_arn)
-            .await
+    async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
+        self.orders.create(order, execution_arn).await
     }
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         self.orders.get(id).await
-    }
-
-    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
-        self.orders.set_execution(id, execution_arn).await
     }
 
     async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {

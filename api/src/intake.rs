@@ -150,7 +150,7 @@ impl OrderIntake {
         let new = self.new_order(request, items, owner)?;
         let hash = new.body_hash.clone();
         let arn = self.workflow.execution_arn(new.order_id.as_str());
-        match self.orders.create_with_execution(new, &arn).await? {
+        match self.orders.create(new, &arn).await? {
             Created::New(order) => Ok(Placed::Accepted(self.queue_or_start(order).await?)),
             Created::Existing(order) => self.repeated(order, owner, &hash).await,
         }
@@ -195,26 +195,18 @@ impl OrderIntake {
     /// Starts the execution of a stored order, now (not through the queue): a repeat's repair,
     /// and the repair loop's start of an order left `ACCEPTED`. Idempotent by the execution
     /// name; says whether this call started it.
-    pub async fn start_execution(&self, mut order: Order) -> Result<(Order, Start), IntakeError> {
+    pub async fn start_execution(&self, order: Order) -> Result<(Order, Start), IntakeError> {
         let input = self.saga_input(&order.new).to_json();
         let name = order.id().as_str();
         // The execution named by the order id is the order's, whatever input it was started
         // with (the saga settings may have changed between a crash and this repair): never an
         // error for the client (DESIGN §4.2).
-        let (execution_arn, start) = match self.workflow.start_execution(name, &input).await {
-            Ok(started) => (started.execution_arn, Start::Now),
-            Err(WorkflowError::ExecutionAlreadyExists(_)) => {
-                (self.workflow.execution_arn(name), Start::AlreadyStarted)
-            }
+        // The order was stored with the execution's ARN (`create`).
+        let start = match self.workflow.start_execution(name, &input).await {
+            Ok(_) => Start::Now,
+            Err(WorkflowError::ExecutionAlreadyExists(_)) => Start::AlreadyStarted,
             Err(e) => return Err(e.into()),
         };
-        // Orders stored before their ARN was written with them get it now.
-        if order.execution_arn.is_none() {
-            self.orders
-                .set_execution(order.id(), &execution_arn)
-                .await?;
-            order.execution_arn = Some(execution_arn);
-        }
         Ok((order, start))
     }
 }

@@ -518,7 +518,11 @@ async fn an_order_stored_but_never_started_is_started_by_its_retry() {
         .collect();
     let stored = saga.intake.new_order(request, items, "shop").unwrap();
     assert!(matches!(
-        saga.ports.orders.create(stored).await.unwrap(),
+        saga.ports
+            .orders
+            .create(stored, &saga.workflow.execution_arn("o-repair"))
+            .await
+            .unwrap(),
         Created::New(_)
     ));
     let placed = saga

@@ -244,33 +244,14 @@ pub struct PendingApproval {
 
 #[async_trait]
 pub trait OrderRepository: Send + Sync {
-    /// Stores the order unless one with its id exists (conditional insert, one round trip).
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError>;
-
-    /// [`OrderRepository::create`], with the ARN of the execution that is to run the order
-    /// recorded in the same write (the execution name is the order id, so its ARN is known
-    /// before it starts). The caller starts the execution after: one a crash left unstarted is
-    /// started by a retry of the order's POST. Adapters write it in one round trip; this
-    /// default takes two.
-    async fn create_with_execution(
-        &self,
-        order: NewOrder,
-        execution_arn: &str,
-    ) -> Result<Created, StoreError> {
-        match self.create(order).await? {
-            Created::New(mut order) => {
-                self.set_execution(order.id(), execution_arn).await?;
-                order.execution_arn = Some(execution_arn.to_owned());
-                Ok(Created::New(order))
-            }
-            existing => Ok(existing),
-        }
-    }
+    /// Stores the order unless one with its id exists (a conditional insert, one round trip),
+    /// with the ARN of the execution that is to run it recorded in the same write (the
+    /// execution name is the order id, so its ARN is known before it starts). The caller starts
+    /// the execution after: one a crash left unstarted is started by a retry of the order's
+    /// POST, or by the repair loop.
+    async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError>;
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError>;
-
-    /// Records the workflow execution that runs the order (idempotent).
-    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError>;
 
     /// Records the order's charge, as the payment provider gave it: its id and its `created_at`,
     /// as `charge_id` and `charged_at`, set together (idempotent). The first charge recorded is

@@ -8,7 +8,9 @@ use aws_sdk_dynamodb::types::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
-use store::contract::{Adapters, failure, keys, line, moto, new_order, now, order_id, unique};
+use store::contract::{
+    Adapters, execution_arn, failure, keys, line, moto, new_order, now, order_id, unique,
+};
 use store::dynamodb::{self, create_table};
 use store::{
     Decision, DynamoStore, InventoryRepository, KeyRepository, OrderRepository, OrderStatus,
@@ -60,7 +62,7 @@ async fn raw_item(
 /// Order ids in the pending-approvals index, read straight from it, every shard.
 async fn indexed(client: &Client, store: &DynamoStore) -> Vec<String> {
     let mut ids = Vec::new();
-    for shard in 0..=dynamodb::APPROVAL_SHARDS {
+    for shard in 0..dynamodb::APPROVAL_SHARDS {
         let page = client
             .query()
             .table_name(store.table())
@@ -268,7 +270,10 @@ async fn an_existing_table_of_another_shape_is_refused() {
 async fn items_have_the_documented_shape() {
     let (client, store) = fresh_store().await;
     let id = order_id("shape");
-    store.create(new_order(&id)).await.expect("create");
+    store
+        .create(new_order(&id), &execution_arn(&id))
+        .await
+        .expect("create");
     let order = raw_item(&client, &store, &format!("ORDER#{id}")).await;
     assert_eq!(order["order_id"].as_s().unwrap(), id.as_str());
     assert_eq!(order["amount_cents"].as_n().unwrap(), "3499");
@@ -332,14 +337,17 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
     let (client, store) = fresh_store().await;
     let (parked, decided, timed_out) = (order_id("p"), order_id("d"), order_id("t"));
     for id in [&parked, &decided, &timed_out] {
-        store.create(new_order(id)).await.expect("create");
+        store
+            .create(new_order(id), &execution_arn(id))
+            .await
+            .expect("create");
         store
             .park_approval(id, "token", now(), None)
             .await
             .expect("park");
     }
     store
-        .create(new_order(&order_id("never")))
+        .create(new_order(&order_id("never")), "arn:never")
         .await
         .expect("create");
     store
@@ -369,17 +377,19 @@ async fn the_pending_approvals_index_holds_only_orders_awaiting_a_decision() {
 }
 
 /// The queue is split into shards by order id: each shard pages in request order, every
-/// waiting order is in the shard of its id once, an order parked before the queue was sharded
-/// is read as the last shard, and the operators' list merges them all.
+/// waiting order is in the shard of its id once, and the operators' list merges them all.
 #[tokio::test]
 async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time() {
     use store::QueueCursor;
-    let (client, store) = fresh_store().await;
+    let (_, store) = fresh_store().await;
     let base = now() - chrono::Duration::days(1);
     let mut ids = Vec::new();
     for i in 0..40 {
         let id = order_id("sharded");
-        store.create(new_order(&id)).await.expect("create");
+        store
+            .create(new_order(&id), &execution_arn(&id))
+            .await
+            .expect("create");
         let at = base + chrono::Duration::seconds(i);
         store
             .park_approval(&id, &format!("token-{i}"), at, None)
@@ -387,28 +397,7 @@ async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time()
             .expect("park");
         ids.push(id);
     }
-    // One parked before there were shards: its queue is the old single one.
-    let old = order_id("unsharded");
-    store.create(new_order(&old)).await.expect("create");
-    store
-        .park_approval(&old, "token-old", base - chrono::Duration::seconds(1), None)
-        .await
-        .expect("park");
-    client
-        .update_item()
-        .table_name(store.table())
-        .key(
-            dynamodb::PARTITION_KEY,
-            AttributeValue::S(format!("ORDER#{old}")),
-        )
-        .update_expression("SET #q = :old")
-        .expression_attribute_names("#q", dynamodb::APPROVAL_QUEUE)
-        .expression_attribute_values(":old", AttributeValue::S(dynamodb::PENDING.to_owned()))
-        .send()
-        .await
-        .expect("make it old");
-
-    assert_eq!(store.approval_shards(), dynamodb::APPROVAL_SHARDS + 1);
+    assert_eq!(store.approval_shards(), dynamodb::APPROVAL_SHARDS);
     let mut seen = Vec::new();
     let mut used = 0;
     for shard in 0..store.approval_shards() {
@@ -431,11 +420,7 @@ async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time()
             "shard {shard}: {times:?}"
         );
         for p in &in_shard {
-            let expected = if p.order_id == old {
-                dynamodb::APPROVAL_SHARDS
-            } else {
-                dynamodb::approval_shard(p.order_id.as_str())
-            };
+            let expected = dynamodb::approval_shard(p.order_id.as_str());
             assert_eq!(shard, expected, "{}", p.order_id);
         }
         used += u32::from(!in_shard.is_empty());
@@ -443,7 +428,6 @@ async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time()
     }
     assert!(used > 5, "40 orders spread over {used} shards");
     let mut expected = ids.clone();
-    expected.push(old.clone());
     seen.sort();
     expected.sort();
     assert_eq!(seen, expected, "every waiting order once");
@@ -458,9 +442,7 @@ async fn the_approvals_queue_is_sharded_by_order_id_and_read_a_shard_at_a_time()
     })
     .await;
     let listed: Vec<_> = listed.into_iter().map(|p| p.order_id).collect();
-    let mut in_order = vec![old];
-    in_order.extend(ids);
-    assert_eq!(listed, in_order);
+    assert_eq!(listed, ids);
 }
 
 /// Orders in the sparse outbox index, read straight from it, every shard.
@@ -497,7 +479,10 @@ async fn the_outbox_index_holds_an_order_only_while_an_event_waits() {
     let (client, store) = fresh_store().await;
     let id = order_id("outbox");
     let pk = format!("ORDER#{id}");
-    store.create(new_order(&id)).await.expect("create");
+    store
+        .create(new_order(&id), &execution_arn(&id))
+        .await
+        .expect("create");
     assert_eq!(in_outbox(&client, &store).await, std::slice::from_ref(&pk));
     let dispatch_all = || async {
         for event in store.undispatched(100).await.expect("undispatched") {

@@ -2,7 +2,7 @@
 //! (two processes) sharing one file without overselling.
 
 use std::sync::Arc;
-use store::contract::{keys, line, new_order, order_id, unique};
+use store::contract::{execution_arn, keys, line, new_order, order_id, unique};
 use store::sqlite::SCHEMA_VERSION;
 use store::{
     Created, InventoryRepository, KeyRepository, OrderRepository, OrderStatus, PaymentGateway,
@@ -18,7 +18,11 @@ async fn reopening_applies_no_migration_twice_and_keeps_the_data() {
     let (order, charge) = {
         let store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
-        let Created::New(_) = store.create(new_order(&id)).await.unwrap() else {
+        let Created::New(_) = store
+            .create(new_order(&id), &execution_arn(&id))
+            .await
+            .unwrap()
+        else {
             panic!("new order expected");
         };
         let order = store
@@ -129,7 +133,10 @@ async fn a_read_only_store_reads_beside_the_writer_and_writes_nothing() {
     let writer = SqliteStore::open(&path).unwrap();
     let reader = SqliteStore::open_read_only(&path).unwrap();
     let id = order_id("read-only");
-    writer.create(new_order(&id)).await.unwrap();
+    writer
+        .create(new_order(&id), &execution_arn(&id))
+        .await
+        .unwrap();
     // It sees what the writer commits, as it commits it.
     assert_eq!(
         reader.get(&id).await.unwrap(),
@@ -156,11 +163,13 @@ fn a_read_only_store_needs_an_existing_file_of_this_schema_version() {
     assert!(!missing.exists(), "nothing was created");
 
     let old = dir.path().join("old.db");
+    // A file no build has migrated yet (version 0: no step applied).
     let conn = rusqlite::Connection::open(&old).unwrap();
-    conn.pragma_update(None, "user_version", 1).unwrap();
+    conn.execute_batch("CREATE TABLE unrelated (x INTEGER)")
+        .unwrap();
     drop(conn);
     let err = SqliteStore::open_read_only(&old).unwrap_err().to_string();
-    assert!(err.contains("schema version 1"), "{err}");
+    assert!(err.contains("schema version 0"), "{err}");
     assert!(err.contains("migrate"), "{err}");
 }
 
@@ -173,7 +182,10 @@ async fn a_read_only_store_reads_a_file_no_one_has_open() {
     let id = order_id("closed");
     {
         let store = SqliteStore::open(&path).unwrap();
-        store.create(new_order(&id)).await.unwrap();
+        store
+            .create(new_order(&id), &execution_arn(&id))
+            .await
+            .unwrap();
     }
     let reader = SqliteStore::open_read_only(&path).unwrap();
     assert_eq!(
@@ -188,7 +200,10 @@ async fn accepted_orders_page_through_the_unstarted_orders_alone_in_the_order_th
     let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
     let ids: Vec<_> = (0..7).map(|i| order_id(&format!("queued-{i}"))).collect();
     for id in &ids {
-        store.create(new_order(id)).await.unwrap();
+        store
+            .create(new_order(id), &execution_arn(id))
+            .await
+            .unwrap();
     }
     // Started, and on: no longer what a start queue held.
     for moved in [&ids[1], &ids[4]] {
@@ -249,7 +264,10 @@ fn a_burst_of_listings_waits_for_a_read_connection_without_a_thread_each() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        store.create(new_order(&order_id("burst"))).await.unwrap();
+        store
+            .create(new_order(&order_id("burst")), "arn:burst")
+            .await
+            .unwrap();
         let mut reads = tokio::task::JoinSet::new();
         for _ in 0..400 {
             let store = store.clone();

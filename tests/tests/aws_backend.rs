@@ -614,7 +614,7 @@ async fn two_replicas_share_the_approval_keeper_and_one_takes_over_when_the_othe
         b.reaches(id, "AWAITING_APPROVAL").await;
     }
     let parked = ids.len() as u64;
-    let shards = u64::from(APPROVAL_SHARDS) + 1;
+    let shards = u64::from(APPROVAL_SHARDS);
 
     // Balanced: the shards are split, and each parked approval is kept by one replica a round.
     let until = std::time::Instant::now() + blackbox::DEADLINE;

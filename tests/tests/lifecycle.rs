@@ -213,7 +213,7 @@ async fn an_order_stored_but_never_started_is_queued_again_by_the_next_process_w
     {
         let store = store::SqliteStore::open(db.path()).expect("the store");
         let created = store
-            .create_with_execution(store::contract::new_order(&id), &lost_arn)
+            .create(store::contract::new_order(&id), &lost_arn)
             .await
             .expect("stored");
         assert!(matches!(created, store::Created::New(_)));

@@ -35,13 +35,10 @@ impl Broken {
 
 #[async_trait]
 impl OrderRepository for Broken {
-    async fn create(&self, _: NewOrder) -> Result<Created, StoreError> {
+    async fn create(&self, _: NewOrder, _: &str) -> Result<Created, StoreError> {
         self.fail().await
     }
     async fn get(&self, _: &OrderId) -> Result<Option<Order>, StoreError> {
-        self.fail().await
-    }
-    async fn set_execution(&self, _: &OrderId, _: &str) -> Result<(), StoreError> {
         self.fail().await
     }
     async fn record_charge(&self, _: &OrderId, _: &Charge) -> Result<Order, StoreError> {

@@ -71,7 +71,8 @@ async fn the_status_shows_the_payment_without_asking_the_provider() {
     // An order stored but not yet charged (its saga not started).
     let mut new = charged.new.clone();
     new.order_id = OrderId::parse("o-31").unwrap();
-    app.state.ports.orders.create(new).await.unwrap();
+    let arn = app.state.workflow.execution_arn("o-31");
+    app.state.ports.orders.create(new, &arn).await.unwrap();
 
     let payments = Arc::new(CountingPayments::new(app.state.ports.payments.clone()));
     let router = app.with_payments(payments.clone());

@@ -82,13 +82,7 @@ fn new_order(saga: &Saga, id: &str) -> store::NewOrder {
 /// `new` stored with its ARN and never started, as a crash between the two leaves it.
 async fn stored(saga: &Saga, new: store::NewOrder) -> Order {
     let arn = saga.workflow.execution_arn(new.order_id.as_str());
-    let Created::New(order) = saga
-        .ports
-        .orders
-        .create_with_execution(new, &arn)
-        .await
-        .unwrap()
-    else {
+    let Created::New(order) = saga.ports.orders.create(new, &arn).await.unwrap() else {
         panic!("stored before")
     };
     order

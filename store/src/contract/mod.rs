@@ -73,6 +73,11 @@ pub fn address(postal_code: &str) -> Address {
     }
 }
 
+/// The ARN an order's execution would have (stored with the order by `create`).
+pub fn execution_arn(id: &OrderId) -> String {
+    format!("arn:aws:states:local:0:execution:order-saga:{id}")
+}
+
 /// A new order of two lines, 2 × 1250 + 1 × 999 = 3499 cents.
 pub fn new_order(id: &OrderId) -> NewOrder {
     NewOrder {

@@ -4,7 +4,8 @@
 //! shipment's start.
 
 use super::{
-    all_pages, covered_once, covered_since, failure, moment_apart, new_order, now, order_id, unique,
+    all_pages, covered_once, covered_since, execution_arn, failure, moment_apart, new_order, now,
+    order_id, unique,
 };
 use crate::domain::*;
 use crate::error::StoreError;
@@ -13,7 +14,11 @@ use chrono::Duration;
 
 async fn created(repo: &dyn OrderRepository, prefix: &str) -> Order {
     let id = order_id(prefix);
-    match repo.create(new_order(&id)).await.expect("create") {
+    match repo
+        .create(new_order(&id), &execution_arn(&id))
+        .await
+        .expect("create")
+    {
         Created::New(order) => order,
         other => panic!("a fresh id must create, got {other:?}"),
     }
@@ -52,20 +57,28 @@ async fn parked(
 pub async fn create_is_conditional(repo: &dyn OrderRepository) {
     let id = order_id("create");
     let new = new_order(&id);
-    let Created::New(first) = repo.create(new.clone()).await.expect("create") else {
+    let Created::New(first) = repo
+        .create(new.clone(), &execution_arn(&id))
+        .await
+        .expect("create")
+    else {
         panic!("first create must store the order");
     };
     assert_eq!(first.new, new, "stored as given, with its owner");
     assert_eq!(first.status, OrderStatus::Accepted);
     assert_eq!(
-        (first.execution_arn.as_ref(), first.failure.as_ref()),
-        (None, None)
+        first.execution_arn,
+        Some(execution_arn(&id)),
+        "with its execution"
     );
+    assert_eq!(first.failure, None);
     assert_eq!(first.approval, None);
     assert_eq!((&first.charge_id, first.charged_at), (&None, None));
 
     assert_eq!(
-        repo.create(new.clone()).await.expect("replay"),
+        repo.create(new.clone(), &execution_arn(&id))
+            .await
+            .expect("replay"),
         Created::Existing(first.clone())
     );
 
@@ -76,7 +89,9 @@ pub async fn create_is_conditional(repo: &dyn OrderRepository) {
     other.amount_cents = 1;
     other.owner = Some("shop-2".to_owned());
     assert_eq!(
-        repo.create(other).await.expect("conflict"),
+        repo.create(other, &execution_arn(&id))
+            .await
+            .expect("conflict"),
         Created::Existing(first.clone())
     );
     assert_eq!(repo.get(&id).await.expect("get"), Some(first));
@@ -88,14 +103,15 @@ pub async fn get_of_an_unknown_order_is_none(repo: &dyn OrderRepository) {
 
 pub async fn execution_is_recorded_once(repo: &dyn OrderRepository) {
     let order = created(repo, "exec").await;
-    let arn = format!("arn:aws:states:local:0:execution:order-saga:{}", order.id());
-    repo.set_execution(order.id(), &arn).await.expect("set");
-    repo.set_execution(order.id(), &arn)
+    let arn = execution_arn(order.id());
+    assert_eq!(order.execution_arn.as_deref(), Some(arn.as_str()));
+    // A replay with another ARN finds the order, and keeps the first: the execution name is the
+    // order id, so a second, different ARN can only come from a bug.
+    let replayed = repo
+        .create(order.new.clone(), "arn:other")
         .await
-        .expect("set again");
-    repo.set_execution(order.id(), "arn:other")
-        .await
-        .expect("set other");
+        .expect("replay");
+    assert_eq!(replayed, Created::Existing(order.clone()));
     let stored = repo.get(order.id()).await.expect("get").expect("exists");
     assert_eq!(stored.execution_arn.as_deref(), Some(arn.as_str()));
 }
@@ -283,7 +299,6 @@ pub async fn failure_is_recorded_once_and_only_with_compensation(repo: &dyn Orde
 pub async fn writes_to_an_unknown_order_are_not_found(repo: &dyn OrderRepository) {
     let id = order_id("missing");
     let not_found = |r: Result<(), StoreError>| matches!(r, Err(StoreError::NotFound(_)));
-    assert!(not_found(repo.set_execution(&id, "arn").await));
     assert!(not_found(
         repo.record_charge(&id, &charge(&id, "ch_1", now()))
             .await
@@ -664,12 +679,15 @@ pub async fn finding_orders_lists_newest_first_by_owner_status_and_window(
         let mut order = new_order(&id);
         order.owner = Some(owner.clone());
         order.created_at = at(2 * i);
-        repo.create(order).await.expect("create");
+        repo.create(order, &execution_arn(&id))
+            .await
+            .expect("create");
         // Another client's order in between each of ours.
         let mut theirs = new_order(&order_id("theirs"));
         theirs.owner = Some(other.clone());
         theirs.created_at = at(2 * i + 1);
-        repo.create(theirs).await.expect("create");
+        let arn = execution_arn(&theirs.order_id);
+        repo.create(theirs, &arn).await.expect("create");
         ours.push(id);
     }
     for i in [1, 4] {
@@ -769,7 +787,9 @@ pub async fn finding_orders_by_customer_prefix_lists_only_theirs(repo: &dyn Orde
         order.customer_id = format!("{tag}-{customer}");
         order.owner = Some(shop.clone());
         order.created_at = base + Duration::seconds(i as i64);
-        repo.create(order).await.expect("create");
+        repo.create(order, &execution_arn(&id))
+            .await
+            .expect("create");
         ids.push(id);
     }
     let find = |filter: OrderFilter| async move {

@@ -3,7 +3,7 @@
 //! stored, listed, replaced and deleted; deliveries come due, are saved as attempts leave them,
 //! listed newest first and replayed.
 
-use super::{Adapters, all_pages, new_order, now, order_id};
+use super::{Adapters, all_pages, execution_arn, new_order, now, order_id};
 use crate::domain::*;
 use crate::webhook::*;
 use chrono::Duration;
@@ -54,7 +54,10 @@ async fn outbox_of(adapters: &Adapters, id: &OrderId) -> Vec<OrderEvent> {
 pub async fn the_outbox_holds_each_status_change_until_dispatched(adapters: &Adapters) {
     let orders = &adapters.orders;
     let id = order_id("outbox");
-    orders.create(new_order(&id)).await.expect("create");
+    orders
+        .create(new_order(&id), &execution_arn(&id))
+        .await
+        .expect("create");
     orders
         .advance(&id, OrderStatus::Reserved, None)
         .await
@@ -187,7 +190,10 @@ pub async fn deliveries_come_due_are_listed_and_replayed(adapters: &Adapters) {
         let id = order_id("delivered");
         let mut order = new_order(&id);
         order.created_at = base + Duration::seconds(i);
-        orders.create(order).await.expect("create");
+        orders
+            .create(order, &execution_arn(&id))
+            .await
+            .expect("create");
         let event = outbox_of(adapters, &id).await.remove(0);
         let mut d = delivery(&event, &endpoint_id, DeliveryState::Pending);
         d.created_at = base + Duration::seconds(i);

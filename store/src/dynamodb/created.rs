@@ -7,8 +7,7 @@
 //! window holds, not the table: the repair loop's frequent passes (`api/src/repair`).
 //!
 //! No day's partition takes every write of a busy day: 16 shards spread them, as the approvals'
-//! queue does. Items written before the index existed carry no shard and are not in it; the
-//! whole listings (scans) still read them.
+//! queue does.
 
 use super::DynamoStore;
 use super::codec::{Fields, Item, s};

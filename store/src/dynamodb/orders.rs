@@ -398,16 +398,10 @@ impl DynamoStore {
 const CONDITIONAL_ATTEMPTS: u32 = 5;
 
 impl DynamoStore {
-    /// Puts the order unless its id exists, with its execution's ARN when known.
-    async fn insert(
-        &self,
-        order: NewOrder,
-        execution_arn: Option<&str>,
-    ) -> Result<Created, StoreError> {
+    /// Puts the order unless its id exists, with its execution's ARN.
+    async fn insert(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
         let mut item = new_order_item(&order, Utc::now())?;
-        if let Some(arn) = execution_arn {
-            item.insert("execution_arn".to_owned(), s(arn));
-        }
+        item.insert("execution_arn".to_owned(), s(execution_arn));
         match self.put_new(item).await? {
             Written::Done(item) => Ok(Created::New(order_from(&item)?)),
             Written::Refused(Some(item)) => Ok(Created::Existing(order_from(&item)?)),
@@ -421,16 +415,8 @@ impl DynamoStore {
 
 #[async_trait]
 impl OrderRepository for DynamoStore {
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
-        self.insert(order, None).await
-    }
-
-    async fn create_with_execution(
-        &self,
-        order: NewOrder,
-        execution_arn: &str,
-    ) -> Result<Created, StoreError> {
-        self.insert(order, Some(execution_arn)).await
+    async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
+        self.insert(order, execution_arn).await
     }
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
@@ -439,23 +425,6 @@ impl OrderRepository for DynamoStore {
             .as_ref()
             .map(order_from)
             .transpose()
-    }
-
-    /// Keeps the first execution recorded: the execution name is the order id, so a second,
-    /// different ARN can only come from a bug, and must not hide the one that runs the order.
-    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
-        let values = HashMap::from([
-            (":arn".to_owned(), s(execution_arn)),
-            (":now".to_owned(), ts(Utc::now())),
-        ]);
-        self.change_order(
-            id,
-            "SET #execution_arn = :arn, #updated_at = :now",
-            "attribute_not_exists(#execution_arn)",
-            values,
-        )
-        .await
-        .map(drop)
     }
 
     async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {
@@ -937,8 +906,7 @@ impl OrderRepository for DynamoStore {
     }
 
     fn approval_shards(&self) -> u32 {
-        // The shards, and the queue of orders parked before there were shards.
-        APPROVAL_SHARDS + 1
+        APPROVAL_SHARDS
     }
 
     async fn pending_approvals_in(
@@ -1028,9 +996,9 @@ impl OrderRepository for DynamoStore {
     /// books': there is no index by status (and `orders-newest` projects keys only), so
     /// counting any other status would read every order. Every other status is `None`.
     ///
-    /// - `AWAITING_APPROVAL`: the operators' queue, the `pending-approvals` index's every shard
-    ///   (and the unsharded queue of old orders): the orders awaiting a decision with a token
-    ///   parked. An awaiting order whose token a rejection or a cancellation has just taken (its
+    /// - `AWAITING_APPROVAL`: the operators' queue, the `pending-approvals` index's every shard:
+    ///   the orders awaiting a decision with a token parked. An awaiting order whose token a
+    ///   rejection or a cancellation has just taken (its
     ///   compensation is about to move it on) is not counted.
     /// - `COMPENSATION_FAILED`: the open incidents, the `open-incidents` index (an order reaches
     ///   that status by its incident, and leaves it when the incident closes).

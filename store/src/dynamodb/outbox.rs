@@ -9,9 +9,9 @@
 //! status change sets [`OUTBOX_SHARD`], and the dispatch of the last reached status removes it,
 //! on condition that no status arrived meanwhile.
 //!
-//! Orders put before the outbox existed carry neither map: they have no events, and a status
-//! change on one fails (DynamoDB refuses to set a key of a missing map). This backend has no
-//! such orders in service; one would need `reached` and `dispatched` set to empty maps first.
+//! Every order item carries both maps from the `PutItem` that creates it: a status change on an
+//! item without them would fail (DynamoDB refuses to set a key of a missing map), and the 0.1.0
+//! baseline has no such item.
 
 use super::codec::{Fields, Item, s, ts};
 use super::orders::order_pk;
@@ -75,8 +75,7 @@ pub(crate) fn record_reached(
     );
 }
 
-/// The statuses in the order item's map `name` (missing on orders from before the outbox), with
-/// its values.
+/// The statuses in the order item's map `name`, with its values (none when the map is absent).
 fn status_map<'a>(
     item: &'a Item,
     name: &str,

@@ -24,7 +24,6 @@
 //! ([`approval_queue_of`]): no index partition takes every approval's writes, and the approval
 //! keepers of several replicas split the queue by shard (each shard read by the one replica
 //! that holds its lease). Each shard is in request order; the operators' list merges them.
-//! Orders parked before the queue was sharded carry [`PENDING`], read as one more shard.
 //!
 //! `open-incidents` is sparse the same way: only an order whose compensation gave up and waits
 //! for a person carries `incident_queue` (always [`OPEN`]). A table made before it existed gets
@@ -70,10 +69,9 @@ pub const APPROVAL_QUEUE: &str = "approval_queue";
 /// Range key of [`PENDING_APPROVALS_INDEX`]: when the approval was first requested, as
 /// fixed-width RFC 3339 text, which sorts chronologically.
 pub const APPROVAL_REQUESTED_AT: &str = "approval_requested_at";
-/// The [`APPROVAL_QUEUE`] of orders parked before the queue was sharded; now [`approval_queue_of`]
-/// gives `PENDING#{shard}`.
+/// The prefix of an [`APPROVAL_QUEUE`] value: [`approval_queue_of`] gives `PENDING#{shard}`.
 pub const PENDING: &str = "PENDING";
-/// How many shards the approvals' queue is split into (beside the [`PENDING`] of old orders).
+/// How many shards the approvals' queue is split into.
 pub const APPROVAL_SHARDS: u32 = 16;
 
 /// The approvals' shard of an order: a hash of its id, the same in every build and replica.
@@ -167,14 +165,9 @@ pub fn owner_shard(owner: &str, shard: u32) -> String {
     format!("{owner}#{shard}")
 }
 
-/// The [`APPROVAL_QUEUE`] value of shard `shard`: `PENDING#{shard}`, and for the shard after
-/// the last, [`PENDING`] (the orders parked before the queue was sharded).
+/// The [`APPROVAL_QUEUE`] value of shard `shard`: `PENDING#{shard}`.
 pub fn approval_queue(shard: u32) -> String {
-    if shard < APPROVAL_SHARDS {
-        format!("{PENDING}#{shard}")
-    } else {
-        PENDING.to_owned()
-    }
+    format!("{PENDING}#{shard}")
 }
 
 /// The [`APPROVAL_QUEUE`] an order parks in.

@@ -1,6 +1,6 @@
 //! The listings' one rule (orders, reservations, the sandbox's charges and refunds): every row
 //! in the order of its key, or, `since` given, the rows created at or after it, in the order of
-//! (`created_at`, key), read through an index on the two (migration 14). Keyset pagination
+//! (`created_at`, key), read through an index on the two (`orders_by_created` and its kin in `schema.rs`). Keyset pagination
 //! either way: the cursor is the last row's key, or its `created_at` and key, so a page never
 //! skips or repeats a row that stood still.
 

@@ -177,7 +177,7 @@ async fn update_and_load(
 async fn insert(
     store: &SqliteStore,
     order: NewOrder,
-    execution_arn: Option<String>,
+    execution_arn: String,
 ) -> Result<Created, StoreError> {
     let items = to_json(&order.items)?;
     let address = to_json(&order.shipping_address)?;
@@ -223,36 +223,13 @@ async fn insert(
 
 #[async_trait]
 impl OrderRepository for SqliteStore {
-    async fn create(&self, order: NewOrder) -> Result<Created, StoreError> {
-        insert(self, order, None).await
-    }
-
-    async fn create_with_execution(
-        &self,
-        order: NewOrder,
-        execution_arn: &str,
-    ) -> Result<Created, StoreError> {
-        insert(self, order, Some(execution_arn.to_owned())).await
+    async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
+        insert(self, order, execution_arn.to_owned()).await
     }
 
     async fn get(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         let id = id.clone();
         self.read(move |conn| load(conn, &id)).await
-    }
-
-    /// Keeps the first execution recorded: the execution name is the order id, so a second,
-    /// different ARN can only come from a bug, and must not hide the one that runs the order.
-    async fn set_execution(&self, id: &OrderId, execution_arn: &str) -> Result<(), StoreError> {
-        let sql = "UPDATE orders SET execution_arn = ?2, updated_at = ?3 \
-                   WHERE order_id = ?1 AND execution_arn IS NULL";
-        update_and_load(
-            self,
-            id,
-            sql.to_owned(),
-            vec![execution_arn.to_owned().into(), now().into()],
-        )
-        .await
-        .map(|_| ())
     }
 
     async fn record_charge(&self, id: &OrderId, charge: &Charge) -> Result<Order, StoreError> {

@@ -1,5 +1,5 @@
 //! `WebhookRepository` on SQLite. The outbox is `order_events`, filled by the triggers of
-//! migration 17 in the very transaction that changes an order's status; `dispatched` marks the
+//! the schema (`schema.rs`) in the very transaction that changes an order's status; `dispatched` marks the
 //! events fanned out into `webhook_deliveries` (in one transaction with them).
 
 use super::{SqliteStore, get_json, get_opt_ts, get_ts, parse_ts, savepoint, to_json, ts};
