@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use store::{Address, GatewayError, Order, OrderId, OrderStatus};
+use store::{Address, Order, OrderId, OrderStatus};
 use tracing::Span;
 use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
@@ -687,34 +687,20 @@ async fn execution_status(state: &AppState, order: &Order) -> Result<Option<Stri
 }
 
 /// The order's charge, from the order itself: statuses are polled often and for days, and the
-/// provider's lookup is rate-limited and lags (Stripe's search). Only an order charged before
-/// the charge time was recorded asks the provider: one with a charge id but no `charged_at`, or
-/// one past `CHARGED` on the forward path with neither. A compensated order without a charge id
-/// has none to show (declined, out of stock, or a charge step that never answered, whose charge
-/// the refund looked up itself), and asking for it on every poll would spend the provider's
-/// quota or, when the provider refuses the lookup, fail the status with a 500.
-async fn payment(state: &AppState, order: &Order) -> Result<Option<PaymentView>, GatewayError> {
-    if let (Some(charge_id), Some(charged_at)) = (&order.charge_id, order.charged_at) {
-        // The charge step charges exactly the order's amount in its currency.
-        return Ok(Some(PaymentView {
-            charge_id: charge_id.clone(),
-            amount_cents: order.new.amount_cents,
-            currency: order.new.currency.clone(),
-            created_at: charged_at,
-        }));
-    }
-    let charged_before_charge_times = order.charge_id.is_some()
-        || (order.status.rank() >= OrderStatus::Charged.rank() && !order.status.is_compensation());
-    if !charged_before_charge_times {
-        return Ok(None);
-    }
-    let charge = state.ports.payments.find_charge(order.id()).await?;
-    Ok(charge.map(|c| PaymentView {
-        charge_id: c.charge_id,
-        amount_cents: c.amount_cents,
-        currency: c.currency,
-        created_at: c.created_at,
-    }))
+/// provider's lookup is rate-limited and lags (Stripe's search), so a status never asks it. The
+/// charge step records the charge (`record_charge`: its id and time, together) before the order
+/// moves to `CHARGED`, so an order without them has no charge to show: not yet charged,
+/// declined, out of stock, or a charge step that never answered, whose charge the refund looks
+/// up itself.
+fn payment(order: &Order) -> Option<PaymentView> {
+    let (charge_id, charged_at) = (order.charge_id.as_ref()?, order.charged_at?);
+    // The charge step charges exactly the order's amount in its currency.
+    Some(PaymentView {
+        charge_id: charge_id.clone(),
+        amount_cents: order.new.amount_cents,
+        currency: order.new.currency.clone(),
+        created_at: charged_at,
+    })
 }
 
 /// Where an order's saga is.
@@ -792,15 +778,13 @@ pub(crate) async fn status_view(
     caller: &Caller,
 ) -> Result<OrderStatusView, Problem> {
     let id = order.id();
-    let (execution_status, reservation, payment, shipment) = tokio::join!(
+    let (execution_status, reservation, shipment) = tokio::join!(
         execution_status(state, order),
         state.ports.inventory.reservation(id),
-        payment(state, order),
         state.ports.shipping.shipment(id),
     );
     let execution_status = execution_status?;
     let reservation = reservation.map_err(|e| Problem::backend(&e, e.is_transient()))?;
-    let payment = payment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     let shipment = shipment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     Ok(OrderStatusView {
         order_id: id.to_string(),
@@ -829,7 +813,7 @@ pub(crate) async fn status_view(
                     .collect(),
                 created_at: r.created_at,
             }),
-        payment,
+        payment: payment(order),
         refund: order.refund.as_ref().map(|r| RefundView {
             refund_id: r.refund_id.clone(),
             amount_cents: r.amount_cents,
