@@ -93,6 +93,11 @@ pub struct Address {
 /// [`StatusCounts`](crate::StatusCounts)); progress is [`OrderStatus::rank`], not that order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = SagaStatus, description = "The saga status of an order.")
+)]
 pub enum OrderStatus {
     Accepted,
     Reserved,

@@ -5,7 +5,7 @@ use super::AppState;
 use super::answers;
 use super::auth::Operator;
 use super::extract::{JsonBody, PathParam, QueryParams};
-use super::orders::{IDEMPOTENT_REPLAYED, SagaStatus, decision_name, find_order};
+use super::orders::{IDEMPOTENT_REPLAYED, decision_name, find_order};
 use super::problem::{Problem, ProblemKind};
 use super::validate;
 use axum::Json;
@@ -71,7 +71,7 @@ pub struct ApprovalResult {
     pub order_id: String,
     pub decision: DecisionName,
     /// The order's saga status after the decision.
-    pub status: SagaStatus,
+    pub status: OrderStatus,
 }
 
 /// An order waiting for an operator.
@@ -151,7 +151,7 @@ fn result(order: &Order, decision: Decision) -> Json<ApprovalResult> {
             .and_then(|a| a.decision)
             .unwrap_or(decision)
             .into(),
-        status: order.status.into(),
+        status: order.status,
     })
 }
 

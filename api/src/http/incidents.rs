@@ -9,7 +9,7 @@ use super::AppState;
 use super::answers;
 use super::auth::Operator;
 use super::extract::{JsonBody, PathParam, QueryParams};
-use super::orders::{FailureView, SagaStatus, find_order};
+use super::orders::{FailureView, find_order};
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
 use axum::Json;
@@ -88,7 +88,7 @@ fn action_name(kind: ActionKind) -> &'static str {
 pub struct IncidentView {
     #[schema(example = "o-1001")]
     pub order_id: String,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     pub execution_arn: Option<String>,
     pub incident: IncidentDetail,
     /// Why the order was being undone: the failure that started the compensation.
@@ -103,7 +103,7 @@ impl IncidentView {
     fn of(order: &Order, incident: &Incident) -> IncidentView {
         IncidentView {
             order_id: order.id().to_string(),
-            status: order.status.into(),
+            status: order.status,
             execution_arn: order.execution_arn.clone(),
             incident: incident.into(),
             failure: order.failure.as_ref().map(|f| FailureView {
@@ -166,7 +166,7 @@ pub struct RedriveResult {
 #[serde(rename_all = "camelCase")]
 pub struct ResolveResult {
     pub order_id: String,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     pub actions: Vec<ActionView>,
 }
 
@@ -418,7 +418,7 @@ pub async fn resolve(
             state.metrics.saga_finished(OrderStatus::Cancelled);
             Ok(Json(ResolveResult {
                 order_id: order.id().to_string(),
-                status: order.status.into(),
+                status: order.status,
                 actions: order.actions.iter().map(ActionView::from).collect(),
             }))
         }

@@ -7,7 +7,6 @@ use super::AppState;
 use super::answers;
 use super::auth::Caller;
 use super::extract::QueryParams;
-use super::orders::SagaStatus;
 use super::problem::{FieldError, Problem};
 use super::validate;
 use axum::Json;
@@ -23,7 +22,7 @@ use utoipa::{IntoParams, ToSchema};
 pub struct OrderSummary {
     pub order_id: String,
     pub customer_id: String,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     pub amount_cents: u64,
     pub currency: String,
     pub requires_approval: bool,
@@ -39,7 +38,7 @@ impl From<&Order> for OrderSummary {
         OrderSummary {
             order_id: o.id().to_string(),
             customer_id: o.new.customer_id.clone(),
-            status: o.status.into(),
+            status: o.status,
             amount_cents: o.new.amount_cents,
             currency: o.new.currency.clone(),
             requires_approval: o.new.requires_approval,
@@ -65,7 +64,7 @@ pub struct OrderList {
 #[serde(rename_all = "camelCase")]
 pub struct ListQuery {
     /// Only orders in this status now.
-    #[param(value_type = Option<SagaStatus>)]
+    #[param(value_type = Option<OrderStatus>)]
     pub status: Option<String>,
     /// Only orders created at or after this time (RFC 3339).
     #[param(value_type = Option<DateTime<Utc>>)]

@@ -129,37 +129,6 @@ impl TryFrom<PlaceOrder> for OrderRequest {
     }
 }
 
-/// The saga status of an order.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum SagaStatus {
-    Accepted,
-    Reserved,
-    Charged,
-    AwaitingApproval,
-    Approved,
-    Completed,
-    Compensating,
-    Cancelled,
-    CompensationFailed,
-}
-
-impl From<OrderStatus> for SagaStatus {
-    fn from(s: OrderStatus) -> Self {
-        match s {
-            OrderStatus::Accepted => SagaStatus::Accepted,
-            OrderStatus::Reserved => SagaStatus::Reserved,
-            OrderStatus::Charged => SagaStatus::Charged,
-            OrderStatus::AwaitingApproval => SagaStatus::AwaitingApproval,
-            OrderStatus::Approved => SagaStatus::Approved,
-            OrderStatus::Completed => SagaStatus::Completed,
-            OrderStatus::Compensating => SagaStatus::Compensating,
-            OrderStatus::Cancelled => SagaStatus::Cancelled,
-            OrderStatus::CompensationFailed => SagaStatus::CompensationFailed,
-        }
-    }
-}
-
 /// An order was accepted (or, on a replay, had been): its saga runs; poll `statusUrl`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -168,7 +137,7 @@ pub struct OrderAccepted {
     pub order_id: String,
     /// The Step Functions execution running the order's saga (its name is the order id).
     pub execution_arn: String,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     #[schema(example = "/orders/o-1001/status")]
     pub status_url: String,
 }
@@ -254,7 +223,7 @@ pub struct FailureView {
 #[serde(rename_all = "camelCase")]
 pub struct OrderStatusView {
     pub order_id: String,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     pub execution_arn: Option<String>,
     /// The execution's Step Functions status: `RUNNING`, `SUCCEEDED` or `FAILED` as the order's
     /// record implies it (the saga writes each status before its step reports, so a final order's
@@ -327,7 +296,7 @@ pub struct OrderView {
     pub requires_approval: bool,
     pub payment_method: String,
     pub shipping_address: AddressView,
-    pub status: SagaStatus,
+    pub status: OrderStatus,
     pub execution_arn: Option<String>,
     /// Where the saga is in detail: payment, shipment, refund, approval.
     #[schema(example = "/orders/o-1001/status")]
@@ -365,7 +334,7 @@ impl From<&Order> for OrderView {
                 postal_code: address.postal_code.clone(),
                 country: address.country.clone(),
             },
-            status: order.status.into(),
+            status: order.status,
             execution_arn: order.execution_arn.clone(),
             status_url: status_url(order.id()),
             created_at: new.created_at,
@@ -441,7 +410,7 @@ fn accepted(state: &AppState, order: &Order, replayed: bool) -> Response {
     let body = OrderAccepted {
         order_id: order.id().to_string(),
         execution_arn: arn,
-        status: order.status.into(),
+        status: order.status,
         status_url: status_url(order.id()),
     };
     accepted_at_status(order.id(), body, replayed)
@@ -788,7 +757,7 @@ pub(crate) async fn status_view(
     let shipment = shipment.map_err(|e| Problem::backend(&e, e.is_transient()))?;
     Ok(OrderStatusView {
         order_id: id.to_string(),
-        status: order.status.into(),
+        status: order.status,
         execution_arn: order.execution_arn.clone(),
         execution_status,
         requires_approval: order.new.requires_approval,
