@@ -440,9 +440,8 @@ pub struct StockLevel {
     pub reserved: u64,
     pub shipped: u64,
     /// The units the SKU holds in all, set with each count (`set_available`): the count plus
-    /// what was reserved and shipped then. `None` for a DynamoDB item last counted before it
-    /// was recorded (SQLite's migration set it on every row); its next count sets it.
-    pub stocked: Option<u64>,
+    /// what was reserved and shipped then.
+    pub stocked: u64,
     /// The catalog price of one unit, set by an operator; `None` until one is set (the SKU
     /// cannot be ordered then).
     #[serde(default)]

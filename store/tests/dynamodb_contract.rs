@@ -515,35 +515,6 @@ async fn the_outbox_index_holds_an_order_only_while_an_event_waits() {
     );
 }
 
-/// A stock item counted before the total was kept has no `stocked`: it reads as unknown (the
-/// audit skips its conservation check), and its next count sets it.
-#[tokio::test]
-async fn stock_counted_before_the_total_was_kept_gets_it_at_the_next_count() {
-    let (client, store) = fresh_store().await;
-    let sku = unique("sku");
-    let n = |v: &str| AttributeValue::N(v.to_owned());
-    client
-        .put_item()
-        .table_name(store.table())
-        .item(
-            dynamodb::PARTITION_KEY,
-            AttributeValue::S(format!("STOCK#{sku}")),
-        )
-        .item("sku", AttributeValue::S(sku.clone()))
-        .item("available", n("4"))
-        .item("reserved", n("1"))
-        .item("shipped", n("2"))
-        .send()
-        .await
-        .expect("put an old item");
-    let old = store.stock(&sku).await.expect("stock").expect("stocked");
-    assert_eq!((old.available, old.stocked), (4, None));
-    let listed = store.list_stock(None, 100).await.expect("list");
-    assert!(listed.items.contains(&old), "{listed:?}");
-    let counted = store.set_available(&sku, 6).await.expect("count");
-    assert_eq!((counted.available, counted.stocked), (6, Some(9)));
-}
-
 #[test]
 fn ci_installs_the_moto_version_these_tests_were_checked_against() {
     let ci = include_str!("../../.ci/run");

@@ -88,11 +88,10 @@ impl fmt::Display for Violation {
     }
 }
 
-/// What the rules found: the violations, sorted, and notes on what could not be checked.
+/// What the rules found: the violations, sorted.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Findings {
     pub violations: Vec<Violation>,
-    pub notes: Vec<String>,
 }
 
 /// Every rule over `books`.
@@ -105,8 +104,7 @@ pub fn check(books: &Books) -> Findings {
         &books.refunds,
     ));
     violations.extend(refunds_have_charges(&books.charges, &books.refunds));
-    let (conserved, notes) = stock_is_conserved(&books.stock);
-    violations.extend(conserved);
+    violations.extend(stock_is_conserved(&books.stock));
     if books.scope == Scope::Whole {
         violations.extend(stock_matches_reservations(
             &books.stock,
@@ -124,7 +122,7 @@ pub fn check(books: &Books) -> Findings {
     violations.extend(parked_tokens_are_open(&books.orders, &books.open_tokens));
     violations.sort();
     violations.dedup();
-    Findings { violations, notes }
+    Findings { violations }
 }
 
 fn order(id: impl fmt::Display) -> String {
@@ -326,30 +324,23 @@ fn held_in(reservations: &[Reservation], status: ReservationStatus) -> BTreeMap<
 }
 
 /// Each SKU's stock is conserved: available + reserved + shipped = stocked (one record: no
-/// race). A SKU with no recorded total (counted before it was kept) is not checked; the note
-/// says so. Also returns those notes.
-pub fn stock_is_conserved(stock: &[StockLevel]) -> (Vec<Violation>, Vec<String>) {
-    let mut out = Vec::new();
-    let mut notes = Vec::new();
-    for s in stock {
-        let total = u128::from(s.available) + u128::from(s.reserved) + u128::from(s.shipped);
-        match s.stocked {
-            Some(stocked) if total != u128::from(stocked) => out.push(Violation::new(
-                format!("sku {}", s.sku),
-                format!(
-                    "available {} + reserved {} + shipped {} = {total}, but {stocked} were stocked",
-                    s.available, s.reserved, s.shipped
-                ),
-            )),
-            Some(_) => {}
-            None => notes.push(format!(
-                "sku {}: no stocked total recorded (last counted before it was kept), so its \
-                 conservation is not checked; its next count (PUT /inventory/{}) records it",
-                s.sku, s.sku
-            )),
-        }
-    }
-    (out, notes)
+/// race).
+pub fn stock_is_conserved(stock: &[StockLevel]) -> Vec<Violation> {
+    stock
+        .iter()
+        .filter_map(|s| {
+            let total = u128::from(s.available) + u128::from(s.reserved) + u128::from(s.shipped);
+            (total != u128::from(s.stocked)).then(|| {
+                Violation::new(
+                    format!("sku {}", s.sku),
+                    format!(
+                        "available {} + reserved {} + shipped {} = {total}, but {} were stocked",
+                        s.available, s.reserved, s.shipped, s.stocked
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Each SKU's counts are what all its reservations say (`reserved` = the units of HELD ones,
@@ -583,7 +574,7 @@ mod tests {
     fn level(
         sku: &str,
         (available, reserved, shipped): (u64, u64, u64),
-        stocked: Option<u64>,
+        stocked: u64,
     ) -> StockLevel {
         StockLevel {
             sku: sku.to_owned(),
@@ -714,9 +705,9 @@ mod tests {
             reservation("o-2", "book", 3, ReservationStatus::Shipped),
             reservation("o-3", "book", 4, ReservationStatus::Released),
         ];
-        let clean = [level("book", (5, 2, 3), Some(10))];
+        let clean = [level("book", (5, 2, 3), 10)];
         assert_eq!(stock_matches_reservations(&clean, &reservations), vec![]);
-        let off = [level("book", (5, 1, 4), Some(10))];
+        let off = [level("book", (5, 1, 4), 10)];
         let found = stock_matches_reservations(&off, &reservations);
         assert_eq!(subjects(&found), ["sku book", "sku book"]);
         assert!(
@@ -729,17 +720,12 @@ mod tests {
     }
 
     #[test]
-    fn stock_is_conserved_and_a_sku_without_a_total_is_noted_not_judged() {
-        let tampered = [level("book", (7, 0, 0), Some(5))];
-        let (found, notes) = stock_is_conserved(&tampered);
+    fn stock_that_does_not_add_up_to_its_total_is_a_violation() {
+        let tampered = [level("book", (7, 0, 0), 5)];
+        let found = stock_is_conserved(&tampered);
         assert_eq!(subjects(&found), ["sku book"]);
         assert!(found[0].what.contains("5 were stocked"), "{found:?}");
-        assert_eq!(notes, Vec::<String>::new());
-        let old = [level("book", (7, 0, 0), None)];
-        let (found, notes) = stock_is_conserved(&old);
-        assert_eq!(found, []);
-        assert_eq!(notes.len(), 1);
-        assert!(notes[0].contains("sku book"), "{notes:?}");
+        assert_eq!(stock_is_conserved(&[level("book", (2, 3, 0), 5)]), []);
     }
 
     #[test]
@@ -914,7 +900,7 @@ mod tests {
         let books = Books {
             scope: Scope::Whole,
             orders: vec![done],
-            stock: vec![level("book", (4, 0, 1), Some(5))],
+            stock: vec![level("book", (4, 0, 1), 5)],
             reservations: vec![reservation("o-1", "book", 1, ReservationStatus::Shipped)],
             charges: vec![c.clone()],
             refunds: vec![],
@@ -943,7 +929,7 @@ mod tests {
         // of the ten older orders' shipped ones is all they show.
         let books = Books {
             scope: Scope::Since(chrono::Utc::now()),
-            stock: vec![level("book", (4, 1, 10), Some(15))],
+            stock: vec![level("book", (4, 1, 10), 15)],
             reservations: vec![reservation("o-1", "book", 1, ReservationStatus::Held)],
             ..Books::default()
         };
@@ -956,7 +942,7 @@ mod tests {
         assert_eq!(subjects(&check(&whole).violations), ["sku book"]);
         // Conservation needs only the record: judged either way.
         let broken = Books {
-            stock: vec![level("book", (5, 1, 10), Some(15))],
+            stock: vec![level("book", (5, 1, 10), 15)],
             ..books
         };
         assert_eq!(subjects(&check(&broken).violations), ["sku book"]);

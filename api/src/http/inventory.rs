@@ -61,10 +61,8 @@ pub struct Stock {
     /// Units that left with shipments.
     pub shipped: u64,
     /// Units the SKU holds in all: `available + reserved + shipped`. A count sets `available`
-    /// and so changes it; orders only move units between the other three. Absent for a SKU
-    /// last counted before it was kept (its next count records it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stocked: Option<u64>,
+    /// and so changes it; orders only move units between the other three.
+    pub stocked: u64,
     /// The catalog price of one unit; null until an operator sets one (the SKU cannot be
     /// ordered until then).
     pub price: Option<CatalogPrice>,

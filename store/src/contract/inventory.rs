@@ -42,7 +42,7 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
         available: 7,
         reserved: 0,
         shipped: 0,
-        stocked: Some(7),
+        stocked: 7,
         price: None,
     };
     assert_eq!(set, expected);
@@ -51,7 +51,7 @@ pub async fn set_available_reports_the_level(inv: &dyn InventoryRepository) {
     reserved_new(inv, &order_id("recount"), &[line(&sku, 2)]).await;
     let set = inv.set_available(&sku, 10).await.expect("recount");
     assert_eq!((set.available, set.reserved, set.shipped), (10, 2, 0));
-    assert_eq!(set.stocked, Some(12), "the held units count too");
+    assert_eq!(set.stocked, 12, "the held units count too");
 }
 
 /// A price is set beside the count, and each stays when only the other is set; the prices of
@@ -73,7 +73,7 @@ pub async fn prices_are_kept_beside_the_count(inv: &dyn InventoryRepository) {
         .expect("price only");
     assert_eq!(
         (level.available, level.stocked, level.price),
-        (0, Some(0), Some(eur(99)))
+        (0, 0, Some(eur(99)))
     );
     // A recount keeps the price; a new price keeps the count.
     let level = inv.set_available(&priced, 6).await.expect("recount");
@@ -102,7 +102,7 @@ pub async fn stocked_changes_only_with_a_count(inv: &dyn InventoryRepository) {
     let sku = stocked(inv, 5).await;
     let conserved = |s: &StockLevel| {
         assert_eq!(
-            Some(s.available + s.reserved + s.shipped),
+            s.available + s.reserved + s.shipped,
             s.stocked,
             "{s:?}"
         );
@@ -115,12 +115,12 @@ pub async fn stocked_changes_only_with_a_count(inv: &dyn InventoryRepository) {
     let level = inv.stock(&sku).await.expect("stock").expect("stocked");
     assert_eq!(
         (level.available, level.shipped, level.stocked),
-        (3, 2, Some(5))
+        (3, 2, 5)
     );
     conserved(&level);
     // A recount of 4 on the shelf: 2 more went out the door than were stocked, so 6 in all.
     let recounted = inv.set_available(&sku, 4).await.expect("recount");
-    assert_eq!(recounted.stocked, Some(6));
+    assert_eq!(recounted.stocked, 6);
     conserved(&recounted);
     assert_eq!(inv.stock(&sku).await.expect("stock"), Some(recounted));
 }

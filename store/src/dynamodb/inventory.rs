@@ -57,8 +57,7 @@ fn stock_from(item: &Item) -> Result<StockLevel, StoreError> {
         available: f.n("available")?,
         reserved: f.n("reserved")?,
         shipped: f.n("shipped")?,
-        // Absent on items last counted before it was kept.
-        stocked: f.opt_n("stocked")?,
+        stocked: f.n("stocked")?,
         price: match (f.opt_n("price_cents")?, f.opt_string("currency")?) {
             (Some(cents), Some(currency)) => Some(Price { cents, currency }),
             _ => None,
@@ -532,7 +531,7 @@ mod tests {
         let level = store.set_available("book", 10).await.expect("counted");
         assert_eq!(
             (level.available, level.reserved, level.stocked),
-            (10, 2, Some(12))
+            (10, 2, 12)
         );
         assert_eq!(written.num_calls(), 1);
     }

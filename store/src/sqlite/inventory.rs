@@ -73,7 +73,7 @@ fn stock_from(r: &rusqlite::Row) -> rusqlite::Result<StockLevel> {
         reserved: get_u64(r, 2)?,
         shipped: get_u64(r, 3)?,
         // Migration 6 set it on every row.
-        stocked: Some(get_u64(r, 4)?),
+        stocked: get_u64(r, 4)?,
         price: price_from(r, 5)?,
     })
 }
