@@ -1,31 +1,9 @@
-//! AWS-shaped history events: the drafts the interpreter produces and the naming rules of their
-//! details objects (`TaskStateEntered` → `stateEnteredEventDetails`, `ActivityScheduled` →
-//! `activityScheduledEventDetails`, …).
+//! The details of the AWS-shaped history events the interpreter records (each a
+//! [`HistoryEvent`](crate::sfn::HistoryEvent), already numbered): their payload fields and the
+//! naming rules of their details objects (`TaskStateEntered` → `stateEnteredEventDetails`,
+//! `ActivityScheduled` → `activityScheduledEventDetails`, …).
 
-use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
-
-/// A history event as decided by the interpreter, already numbered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventDraft {
-    pub id: u64,
-    pub previous_event_id: u64,
-    pub timestamp: DateTime<Utc>,
-    pub event_type: String,
-    pub details: Option<Value>,
-}
-
-impl EventDraft {
-    pub fn into_event(self) -> crate::sfn::HistoryEvent {
-        crate::sfn::HistoryEvent {
-            timestamp: self.timestamp,
-            event_type: self.event_type,
-            id: self.id,
-            previous_event_id: self.previous_event_id,
-            details: self.details,
-        }
-    }
-}
 
 /// The JSON key of an event type's details object.
 pub fn details_key(event_type: &str) -> String {

@@ -3,12 +3,12 @@
 //! Parallel and Map, and the end of the execution.
 
 use super::errors::{self, Failure};
-use super::history::{self, EventDraft};
+use super::history;
 use super::{Action, Applied, Event, ExecutionEnd, Interpreter, states};
 use crate::asl::{Kind, State, StateMachine, Transition};
 use crate::data::random::{Randomness, Seed};
 use crate::data::{self, Scope};
-use crate::sfn::ExecutionStatus;
+use crate::sfn::{ExecutionStatus, HistoryEvent};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -189,7 +189,7 @@ impl<'i, 's> Run<'i, 's> {
             Some(fr) => std::mem::replace(&mut fr.last_event_id, id),
             None => id - 1,
         };
-        self.out.events.push(EventDraft {
+        self.out.events.push(HistoryEvent {
             id,
             previous_event_id: prev,
             timestamp: self.now,

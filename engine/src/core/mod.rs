@@ -17,9 +17,8 @@ pub use crate::data::random::Seed;
 pub use machine::{ExecState, Frame, FrameWait};
 
 use crate::asl::StateMachine;
-use crate::sfn::ExecutionStatus;
+use crate::sfn::{ExecutionStatus, HistoryEvent};
 use chrono::{DateTime, Utc};
-use history::EventDraft;
 use serde_json::Value;
 
 /// Fixed facts about one execution, visible through the context object.
@@ -126,7 +125,7 @@ pub struct ExecutionEnd {
 /// order. (Not a saga step: those are `workflow`'s.)
 #[derive(Debug, Default)]
 pub struct Applied {
-    pub events: Vec<EventDraft>,
+    pub events: Vec<HistoryEvent>,
     pub actions: Vec<Action>,
 }
 

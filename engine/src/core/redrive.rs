@@ -33,7 +33,7 @@ pub struct Facts {
     pub events: u64,
     /// The engine kept where the execution stopped. It does for every execution that failed,
     /// was stopped or timed out, except those the engine itself had to fail (an internal error,
-    /// an unreadable snapshot) and those closed before the engine kept redrive points.
+    /// an unreadable snapshot).
     pub resumable: bool,
 }
 

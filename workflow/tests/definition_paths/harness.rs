@@ -3,9 +3,8 @@
 //! do (the release step hands the original failure on as `{"error","cause"}`).
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use engine::ExecutionStatus;
+use engine::{ExecutionStatus, HistoryEvent};
 use engine::asl::StateMachine;
-use engine::core::history::EventDraft;
 use engine::core::{
     Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
@@ -146,7 +145,7 @@ pub struct Execution {
     info: ExecInfo,
     state: ExecState,
     pub now: DateTime<Utc>,
-    events: Vec<EventDraft>,
+    events: Vec<HistoryEvent>,
     actions: Vec<Action>,
     timers: Vec<Timer>,
     done_timers: BTreeSet<u64>,

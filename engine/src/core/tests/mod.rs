@@ -18,14 +18,13 @@ mod timeouts;
 mod variables;
 mod wait;
 
-use super::history::EventDraft;
 use super::snapshot;
 use super::{
     Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
 };
 use crate::asl::{self, StateMachine};
-use crate::sfn::ExecutionStatus;
+use crate::sfn::{ExecutionStatus, HistoryEvent};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -45,7 +44,7 @@ pub struct Harness {
     pub state: ExecState,
     pub now: DateTime<Utc>,
     /// Every history event recorded so far.
-    pub events: Vec<EventDraft>,
+    pub events: Vec<HistoryEvent>,
     /// Every action, in order.
     pub actions: Vec<Action>,
     /// The output of the last `apply`.
@@ -315,7 +314,7 @@ impl Harness {
     }
 
     /// Events of one type, in order.
-    pub fn events_of(&self, event_type: &str) -> Vec<&EventDraft> {
+    pub fn events_of(&self, event_type: &str) -> Vec<&HistoryEvent> {
         self.events
             .iter()
             .filter(|e| e.event_type == event_type)

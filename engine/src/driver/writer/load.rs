@@ -4,12 +4,12 @@
 
 use super::timers::{from_millis, millis};
 use super::{Batch, Sql, Writer};
-use crate::core::history::{self, EventDraft};
+use crate::core::history;
 use crate::core::snapshot::{self, SnapshotError};
 use crate::core::{ExecInfo, ExecState, ExecutionEnd};
 use crate::db::ExecutionRow;
 use crate::driver::Machine;
-use crate::sfn::ExecutionStatus;
+use crate::sfn::{ExecutionStatus, HistoryEvent};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -127,7 +127,7 @@ impl Writer {
         let cause = "The engine could not read this execution's stored state (its snapshot); the \
                      execution cannot continue. See the engine log.";
         let last = self.store.last_event_id(row.id)?;
-        let failed = EventDraft {
+        let failed = HistoryEvent {
             id: last + 1,
             previous_event_id: last,
             timestamp: now,
