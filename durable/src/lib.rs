@@ -5,7 +5,7 @@
 //! [`Syncer`], whose thread makes the WAL durable (`fdatasync`, one for every commit that queued
 //! while the last one ran) and only then delivers them, in commit order. The writer meanwhile
 //! runs and commits the next group, so its CPU work overlaps the disk's flush instead of
-//! waiting for it (BENCHMARKS.md, "The performance goals", fourth look).
+//! waiting for it (docs/benchmarks/performance-goals.md, the fourth look).
 //!
 //! What a caller is told is as durable as with `synchronous=FULL`: nothing is delivered before
 //! the `fdatasync` that covers its commit has returned. What changes is only what other

@@ -3,8 +3,8 @@
 //! **No transparent huge pages.** mimalloc asks the kernel for huge pages on its arenas, and every
 //! fault in one then zeroes 2 MiB at once, however little of it is used. Under the saga load
 //! that zeroing (`clear_page_erms` under `do_huge_pmd_anonymous_page`) was 12–14 % of the
-//! service's CPU samples, all of it in the engine's writer and the saga workers (BENCHMARKS.md,
-//! "The performance goals"). With huge pages off for the process, a fault zeroes the 4 KiB page
+//! service's CPU samples, all of it in the engine's writer and the saga workers
+//! (docs/benchmarks/performance-goals.md). With huge pages off for the process, a fault zeroes the 4 KiB page
 //! it touches. The setting is the process's own (`PR_SET_THP_DISABLE`), not the machine's.
 //!
 //! SQLite's compile-time options that cost every thread a global lock (its memory statistics

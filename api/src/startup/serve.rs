@@ -10,7 +10,7 @@ use super::*;
 ///
 /// Every step waits on commits (the store's, the engine's) more than it computes, so several
 /// run at once and the commits carry many steps each. Not too many: past that, every commit
-/// only grows and the orders being accepted wait behind it (measured in BENCHMARKS.md: 64 steps
+/// only grows and the orders being accepted wait behind it (measured in docs/benchmarks/performance-goals.md: 64 steps
 /// of an activity in flight, 16 polls, beat 16 and 2, and 256 and 32). Each poll hands out one
 /// task. On AWS a poll is a held HTTP connection, and each replica adds its own.
 pub(super) fn worker_settings(backend: Backend) -> WorkerSettings {
@@ -54,7 +54,7 @@ pub(super) fn background_runtime() -> Result<Background, StartupError> {
 /// databases' reads, a few at a time (each store and engine takes a permit of one of its few
 /// read connections first), so a handful of threads serve them; Tokio's default (512) let a
 /// burst of orders start dozens, each keeping its stack and allocator heap after the burst
-/// (BENCHMARKS.md, "The performance goals").
+/// (docs/benchmarks/performance-goals.md).
 pub const BLOCKING_THREADS: usize = 8;
 
 /// The background runtime, shut down without waiting when dropped: a runtime dropped inside
@@ -84,7 +84,7 @@ impl Drop for Background {
 /// second in five interleaved pairs of runs. The price: at 1,000 orders/s the sagas take more
 /// of the CPU from the intake (`POST /orders` p50 ~1 ms higher in two pairs of runs once the
 /// WAL flushes moved off the writers' threads). A shop's capacity is the sagas' rate, so 5
-/// (BENCHMARKS.md, "The performance goals", fourth look).
+/// (docs/benchmarks/performance-goals.md, the fourth look).
 pub(super) const SAGA_NICE: libc::c_int = 5;
 
 /// Lowers the calling thread's scheduling priority to [`SAGA_NICE`] (Linux, where a thread's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Profiles Temporal's dev server under the saga load, for BENCHMARKS.md ("its profile"):
+# Profiles Temporal's dev server under the saga load, for docs/benchmarks/peers.md ("its profile"):
 # starts the server as `bench peers` runs it (WAL + synchronous=FULL), the worker and the front,
 # posts N small orders at 40/s (above what it finishes), and after 10 s records
 #   - `perf record -g` of the server for 20 s (kernel vs its own code; the binary is stripped),

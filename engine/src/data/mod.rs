@@ -46,7 +46,7 @@ impl ContextObject for Value {
 
 /// A context object built the first time a path reads it. Most paths never do, and building
 /// one copies the execution's input, which made it a measurable part of every transition
-/// (BENCHMARKS.md).
+/// (docs/benchmarks/engine.md).
 pub struct LazyContext<F> {
     built: std::cell::OnceCell<Value>,
     build: F,

@@ -101,11 +101,7 @@ pub async fn prices_are_kept_beside_the_count(inv: &dyn InventoryRepository) {
 pub async fn stocked_changes_only_with_a_count(inv: &dyn InventoryRepository) {
     let sku = stocked(inv, 5).await;
     let conserved = |s: &StockLevel| {
-        assert_eq!(
-            s.available + s.reserved + s.shipped,
-            s.stocked,
-            "{s:?}"
-        );
+        assert_eq!(s.available + s.reserved + s.shipped, s.stocked, "{s:?}");
     };
     let (shipped, released) = (order_id("stocked-ship"), order_id("stocked-release"));
     reserved_new(inv, &shipped, &[line(&sku, 2)]).await;
@@ -113,10 +109,7 @@ pub async fn stocked_changes_only_with_a_count(inv: &dyn InventoryRepository) {
     inv.mark_shipped(&shipped).await.expect("ship");
     inv.release(&released).await.expect("release");
     let level = inv.stock(&sku).await.expect("stock").expect("stocked");
-    assert_eq!(
-        (level.available, level.shipped, level.stocked),
-        (3, 2, 5)
-    );
+    assert_eq!((level.available, level.shipped, level.stocked), (3, 2, 5));
     conserved(&level);
     // A recount of 4 on the shelf: 2 more went out the door than were stocked, so 6 in all.
     let recounted = inv.set_available(&sku, 4).await.expect("recount");

@@ -58,7 +58,7 @@ struct Inner {
     /// One permit a reader: a read that goes to a blocking thread takes one first, so a burst
     /// of reads waits here as tasks, not as blocking threads parked on the readers' locks
     /// (Tokio would start one a read, up to 512, each with its stack and allocator heap:
-    /// BENCHMARKS.md, "The performance goals").
+    /// docs/benchmarks/performance-goals.md).
     permits: Semaphore,
     /// Where the next reader search starts, so readers are used evenly.
     next_reader: AtomicUsize,

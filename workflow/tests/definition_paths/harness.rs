@@ -3,12 +3,12 @@
 //! do (the release step hands the original failure on as `{"error","cause"}`).
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use engine::{ExecutionStatus, HistoryEvent};
 use engine::asl::StateMachine;
 use engine::core::{
     Action, Applied, Event, ExecInfo, ExecState, ExecutionEnd, Interpreter, ScheduledTask, Seed,
     TimeoutKind,
 };
+use engine::{ExecutionStatus, HistoryEvent};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
