@@ -1,7 +1,7 @@
 //! Webhooks' records: the endpoints clients register, the order events the outbox holds (each
 //! written with the status change it reports, in the same write), and the deliveries of those
 //! events to endpoints with their attempts. The delivery itself (signing, retries, the guard
-//! against private addresses) is the service's: `api/src/webhooks/`.
+//! against private addresses) is the service's: `webhooks/src/`.
 
 use crate::domain::{OrderId, OrderStatus};
 use chrono::{DateTime, Utc};

@@ -3,7 +3,7 @@
 //! stops it with SIGTERM.
 //!
 //! The binary is `$FULFILLMENT_BIN`, or `fulfillment` in the target directory these tests run
-//! from (`cargo test --release --workspace` builds it; so does `-p api -p tests`).
+//! from (`cargo test --release --workspace` builds it; so does `-p service -p blackbox`).
 
 pub mod aws;
 pub mod console;
@@ -40,7 +40,7 @@ pub fn binary() -> PathBuf {
         .expect("the test executable sits in target/<profile>/deps");
     assert!(
         bin.exists(),
-        "{} does not exist: build it with `cargo build --release -p api --bin fulfillment` \
+        "{} does not exist: build it with `cargo build --release -p service --bin fulfillment` \
          (or run `cargo test --release --workspace`), or set FULFILLMENT_BIN",
         bin.display()
     );

@@ -154,7 +154,7 @@ impl Authenticator {
     /// The caller of a request presenting `presented`, within the rate limits: an address over
     /// its failed authentications is served only from the cache (`429` otherwise, before any
     /// lookup), a failure counts against the address, and a key over its rate is `429`.
-    pub(crate) async fn admit(&self, parts: &Parts, presented: &[u8]) -> Result<Caller, Problem> {
+    pub async fn admit(&self, parts: &Parts, presented: &[u8]) -> Result<Caller, Problem> {
         let address = self.limits.address(parts);
         let caller = match self.limits.blocked(address).await {
             Some(wait) => self.cached(presented).await.ok_or_else(|| {

@@ -24,7 +24,7 @@ pub struct StockCount {
     /// Units on the shelf that orders may reserve from now on. Units already reserved by
     /// orders in progress, or shipped, are not part of it (they stay as they are).
     #[schema(minimum = 0, maximum = 1000000000, example = 10, nullable = false)]
-    #[serde(default, deserialize_with = "validate::whole_opt")]
+    #[serde(default, deserialize_with = "intake::numbers::whole_opt")]
     pub available: Option<u64>,
     /// The catalog price of one unit: what new orders are charged. Orders placed before keep
     /// the price they were placed at. Only orders in its currency can buy the SKU.
@@ -39,7 +39,7 @@ pub struct StockCount {
 pub struct CatalogPrice {
     /// One unit, in the currency's minor unit.
     #[schema(minimum = 0, maximum = 100000000, example = 2500)]
-    #[serde(deserialize_with = "validate::whole")]
+    #[serde(deserialize_with = "intake::numbers::whole")]
     pub cents: u64,
     /// ISO 4217.
     #[schema(pattern = "^[A-Z]{3}$", example = "EUR")]

@@ -21,13 +21,13 @@ pub mod server;
 pub mod validate;
 pub mod webhooks;
 
-use crate::intake::OrderIntake;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use intake::OrderIntake;
 use problem::{Problem, ProblemKind};
 use std::any::Any;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ use tracing::Level;
 use utoipa_swagger_ui::{Config, SwaggerUi};
 use workflow::WorkflowPort;
 
-pub use metrics::{Metrics, SampledKind, SampledMetric};
+use telemetry::Metrics;
 
 /// An operator bearer token. Never printed: `Debug` shows a placeholder.
 #[derive(Clone)]
@@ -104,19 +104,18 @@ pub struct AppState {
     pub readiness: Arc<health::Readiness>,
     /// Webhook endpoints, their deliveries, and each order's events (the status stream's).
     pub webhooks: Arc<dyn store::WebhookRepository>,
-    pub webhook_settings: crate::webhooks::WebhookSettings,
+    pub webhook_settings: ::webhooks::WebhookSettings,
     /// The status streams open, per principal.
     pub streams: events::OpenStreams,
-    /// The operator console's state on this replica (its bulk actions, its figures).
-    pub console: crate::console::ConsoleState,
 }
 
 /// The header carrying a request's id (set when the client sends none, and echoed back).
 pub const REQUEST_ID: &str = "x-request-id";
 
-/// The service's routes with their middleware: request ids, tracing, metrics, problem+json for
-/// every error, body limit and read deadline, timeout and panic recovery.
-pub fn router(state: AppState) -> Router {
+/// The service's routes, and `more` of the same state (the operator console's), with their
+/// middleware: request ids, tracing, metrics, problem+json for every error, body limit and read
+/// deadline, timeout and panic recovery.
+pub fn router(state: AppState, more: Router<AppState>) -> Router {
     let limits = state.limits.clone();
     let metrics = state.metrics.clone();
     let swagger = SwaggerUi::new("/docs").config(Config::from("/openapi.json"));
@@ -169,7 +168,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::openapi_json))
-        .merge(crate::console::routes())
+        .merge(more)
         .merge(swagger)
         .fallback(unknown_route)
         .with_state(state)
@@ -233,6 +232,6 @@ async fn unknown_route() -> Problem {
 }
 
 fn panicked(panic: Box<dyn Any + Send + 'static>) -> Response {
-    let message = crate::panic::message(panic.as_ref());
+    let message = telemetry::panic::message(panic.as_ref());
     Problem::internal(&format_args!("handler panicked: {message}")).into_response()
 }

@@ -1,6 +1,6 @@
 //! `POST /orders`, `GET /orders/{orderId}`, `GET /orders/{orderId}/status` and
 //! `GET /orders/{orderId}/history`: placing an order (business-key idempotency through
-//! [`OrderIntake`](crate::intake::OrderIntake)), reading it back, and watching its saga.
+//! [`OrderIntake`](intake::OrderIntake)), reading it back, and watching its saga.
 
 use super::AppState;
 use super::answers;
@@ -9,19 +9,19 @@ use super::cancel::CancellationView;
 use super::conditional;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::incidents::{ActionView, IncidentDetail};
-use super::metrics::OrderOutcome;
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
-use crate::intake::{IntakeError, OrderRequest, Placed};
-use crate::pricing::{LineProblem, Mispriced, RequestedLine};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use intake::pricing::{LineProblem, Mispriced, RequestedLine};
+use intake::{IntakeError, OrderRequest, Placed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use store::{Address, Order, OrderId, OrderStatus};
+use telemetry::OrderOutcome;
 use tracing::Span;
 use tracing::field::Empty;
 use utoipa::{IntoParams, ToSchema};
@@ -372,7 +372,7 @@ pub(super) fn status_url(id: &OrderId) -> String {
 }
 
 /// The order with id `raw`, or 404 (an id that cannot exist is unknown too).
-pub(crate) async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
+pub async fn find_order(state: &AppState, raw: &str) -> Result<Order, Problem> {
     let id = OrderId::parse(raw).map_err(|_| order_not_found(raw))?;
     match state.ports.orders.get(&id).await {
         Ok(Some(order)) => Ok(order),
@@ -741,7 +741,7 @@ const POLL_AWAITING_APPROVAL_SECS: u64 = 60;
 
 /// The status view of `order` as `caller` may see it (the status endpoint's answer, and a
 /// cancel's).
-pub(crate) async fn status_view(
+pub async fn status_view(
     state: &AppState,
     order: &Order,
     caller: &Caller,

@@ -11,10 +11,9 @@ use super::incidents::IncidentActionRequest;
 use super::inventory::StockCount;
 use super::orders::PlaceOrder;
 use super::problem::FieldError;
-use crate::intake::OrderRequest;
+use intake::OrderRequest;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -148,32 +147,6 @@ fn child(pointer: &str, key: &str) -> String {
     format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
-/// The largest whole number every `f64` below it represents exactly (2^53).
-const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
-
-/// A JSON number that is a non-negative integer. JSON Schema counts a number whose fraction is
-/// zero as an integer, so `30785.0` is `30785`; `1.5`, `-1` and numbers beyond 2^53 written
-/// with a fraction or an exponent are not.
-pub fn whole_number(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| {
-        let f = value.as_f64()?;
-        (f.fract() == 0.0 && (0.0..=MAX_EXACT_FLOAT).contains(&f)).then_some(f as u64)
-    })
-}
-
-/// Deserializes an integer field as JSON Schema reads one: `7` or `7.0`.
-pub fn whole<'de, D: Deserializer<'de>, N: TryFrom<u64>>(d: D) -> Result<N, D::Error> {
-    let value = Value::deserialize(d)?;
-    whole_number(&value)
-        .and_then(|n| N::try_from(n).ok())
-        .ok_or_else(|| serde::de::Error::custom(format!("{value} is not a whole number in range")))
-}
-
-/// [`whole`] for an optional field.
-pub fn whole_opt<'de, D: Deserializer<'de>, N: TryFrom<u64>>(d: D) -> Result<Option<N>, D::Error> {
-    whole(d).map(Some)
-}
-
 /// The `after` query parameter of a queue's page: the `next` a page of `queue` gave, parsed;
 /// `None` when absent or (with an error) of another shape.
 pub fn queue_cursor(
@@ -281,6 +254,7 @@ pub fn stock_change(body: &Value) -> Result<StockChange, Vec<FieldError>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use intake::numbers::whole_number;
     use serde_json::json;
 
     fn valid() -> Value {
@@ -559,8 +533,8 @@ mod tests {
 
     mod round_trip {
         use super::super::order_request;
-        use crate::intake::OrderRequest;
-        use crate::pricing::RequestedLine;
+        use intake::OrderRequest;
+        use intake::pricing::RequestedLine;
         use proptest::prelude::*;
         use store::{Address, OrderId};
 

@@ -9,7 +9,7 @@ use super::auth::Caller;
 use super::extract::{JsonBody, PathParam, QueryParams};
 use super::problem::{FieldError, Problem, ProblemKind};
 use super::validate;
-use crate::webhooks::{guard, signing};
+use ::webhooks::{guard, signing};
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};

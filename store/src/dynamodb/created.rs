@@ -4,7 +4,7 @@
 //! (`ORDER#2026-12-03#7`), with `created_at` as the range key. A listing since `t` queries each
 //! shard of each day from `t`'s to tomorrow's (a replica's clock may run ahead), in that order,
 //! for `created_at >= t`, then reads the items themselves, consistently. It reads what the
-//! window holds, not the table: the repair loop's frequent passes (`api/src/repair`).
+//! window holds, not the table: the repair loop's frequent passes (`ops/src/repair`).
 //!
 //! No day's partition takes every write of a busy day: 16 shards spread them, as the approvals'
 //! queue does.

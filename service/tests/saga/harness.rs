@@ -1,0 +1,246 @@
+//! A whole saga on real SQLite files: the embedded engine, the store with its sandbox gateways,
+//! the workers and the keeper, and order intake.
+
+use engine::{
+    Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput,
+};
+use intake::pricing::RequestedLine;
+use intake::{OrderIntake, OrderRequest, Placed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use store::{Address, Order, OrderId, OrderStatus, Price};
+use store::{Ports, SqliteStore};
+use workflow::SagaSettings;
+use workflow::SagaWorkers;
+use workflow::definition::Activity;
+use workflow::embedded::EmbeddedWorkflow;
+use workflow::{Step, StepTask, WorkerSettings};
+
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct Saga {
+    _dir: tempfile::TempDir,
+    pub ports: Ports,
+    pub workflow: Arc<EmbeddedWorkflow>,
+    pub intake: OrderIntake,
+    pub workers: Option<SagaWorkers>,
+}
+
+pub fn worker_settings() -> WorkerSettings {
+    WorkerSettings {
+        poll_wait: Duration::from_millis(500),
+        heartbeat_interval: Duration::from_secs(2),
+        ..WorkerSettings::default()
+    }
+}
+
+impl Saga {
+    pub async fn start(settings: SagaSettings) -> Saga {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+            .await
+            .unwrap();
+        let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
+        let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+        let ports = store.ports();
+        let intake = OrderIntake {
+            orders: ports.orders.clone(),
+            inventory: ports.inventory.clone(),
+            workflow: workflow.clone(),
+            settings,
+            queue: None,
+        };
+        let mut saga = Saga {
+            _dir: dir,
+            ports,
+            workflow,
+            intake,
+            workers: None,
+        };
+        saga.start_workers();
+        saga
+    }
+
+    /// A compensation's first task for order `id`, with the input the definition gives it:
+    /// the failure that started the compensation, attempt 0, and whether it is the last.
+    pub fn undo_task(activity: Activity, id: &str, failure: serde_json::Value) -> StepTask {
+        let last = Activity::COMPENSATIONS.last() == Some(&activity);
+        StepTask {
+            task_token: format!("t-{}", activity.state()),
+            input: serde_json::json!({
+                "orderId": id,
+                "failure": failure,
+                "attempt": 0,
+                "finishesOrder": last,
+            }),
+        }
+    }
+
+    /// The step the workers run for `activity`, to run by hand.
+    pub fn step(&self, activity: Activity) -> Arc<dyn Step> {
+        workflow::steps::for_activity(activity, &self.ports)
+    }
+
+    pub async fn default() -> Saga {
+        Saga::start(SagaSettings::default()).await
+    }
+
+    pub fn start_workers(&mut self) {
+        self.workers = Some(SagaWorkers::start_embedded(
+            &self.ports,
+            self.workflow.clone(),
+            worker_settings(),
+            Duration::from_millis(300),
+        ));
+    }
+
+    pub async fn stop_workers(&mut self) {
+        if let Some(w) = self.workers.take() {
+            w.stop().await;
+        }
+    }
+
+    /// Stocks `available` units of `sku` at its [`catalog_cents`] price in EUR.
+    pub async fn stock(&self, sku: &str, available: u64) {
+        let price = Price {
+            cents: catalog_cents(sku),
+            currency: "EUR".into(),
+        };
+        self.ports
+            .inventory
+            .set_stock(sku, Some(available), Some(&price))
+            .await
+            .unwrap();
+    }
+
+    pub async fn level(&self, sku: &str) -> (u64, u64, u64) {
+        let s = self.ports.inventory.stock(sku).await.unwrap().unwrap();
+        (s.available, s.reserved, s.shipped)
+    }
+
+    pub async fn place(&self, request: OrderRequest) -> Order {
+        match self.intake.place(request, "shop").await.unwrap() {
+            Placed::Accepted(o) | Placed::Replayed(o) => o,
+            Placed::Conflict(o) => panic!("unexpected conflict for {}", o.id()),
+            Placed::IdTaken => panic!("the id is another principal's"),
+        }
+    }
+
+    pub async fn order(&self, id: &str) -> Order {
+        self.ports
+            .orders
+            .get(&OrderId::parse(id).unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Waits until the order's execution has ended.
+    pub async fn finished(&self, order: &Order) -> ExecutionDescription {
+        let arn = order
+            .execution_arn
+            .as_deref()
+            .expect("the order has an execution");
+        let d = self
+            .workflow
+            .engine()
+            .wait_for_completion(arn, DEADLINE)
+            .await
+            .unwrap();
+        assert_ne!(
+            d.status,
+            ExecutionStatus::Running,
+            "{} did not finish in time",
+            order.id()
+        );
+        d
+    }
+
+    /// Waits until the order reaches `status` (polled: the store has no notifications).
+    pub async fn reaches(&self, id: &str, status: OrderStatus) -> Order {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let order = self.order(id).await;
+            if order.status == status {
+                return order;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{id} is {:?}, never {status:?}",
+                order.status
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn charges(&self, id: &str) -> usize {
+        let id = OrderId::parse(id).unwrap();
+        usize::from(
+            self.ports
+                .payments
+                .find_charge(&id)
+                .await
+                .unwrap()
+                .is_some(),
+        )
+    }
+
+    pub async fn event_types(&self, order: &Order) -> Vec<String> {
+        let page = self
+            .workflow
+            .engine()
+            .get_execution_history(GetExecutionHistoryInput {
+                execution_arn: order.execution_arn.clone().unwrap(),
+                max_results: Some(1000),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        page.events.into_iter().map(|e| e.event_type).collect()
+    }
+}
+
+pub fn request(
+    id: &str,
+    items: &[(&str, u32, u64)],
+    payment_method: &str,
+    postal_code: &str,
+) -> OrderRequest {
+    OrderRequest {
+        order_id: OrderId::parse(id).unwrap(),
+        customer_id: "cus_1".into(),
+        items: items
+            .iter()
+            .map(|(sku, quantity, price)| RequestedLine {
+                sku: (*sku).into(),
+                quantity: *quantity,
+                unit_price_cents: Some(*price),
+            })
+            .collect(),
+        currency: "EUR".into(),
+        payment_method: payment_method.into(),
+        shipping_address: Address {
+            name: "Ada Lovelace".into(),
+            line1: "1 Analytical Way".into(),
+            city: "London".into(),
+            postal_code: postal_code.into(),
+            country: "GB".into(),
+        },
+    }
+}
+
+/// The catalog price the tests stock a SKU at: a piano needs an approval, anything else not.
+pub fn catalog_cents(sku: &str) -> u64 {
+    if sku == "piano" { 250_000 } else { 2_500 }
+}
+
+/// A small order (no approval) of one unit of `sku`, which is not a piano.
+pub fn small(id: &str, sku: &str, payment_method: &str) -> OrderRequest {
+    request(id, &[(sku, 1, catalog_cents(sku))], payment_method, "10115")
+}
+
+/// A large order (needs approval) of one piano (`sku` is stocked as one).
+pub fn large(id: &str, sku: &str) -> OrderRequest {
+    assert_eq!(sku, "piano", "only a piano is priced for an approval");
+    request(id, &[(sku, 1, catalog_cents(sku))], "pm_card_visa", "10115")
+}
