@@ -888,6 +888,58 @@ async fn the_keeper_heartbeats_a_token_again_only_once_two_fifths_of_the_heartbe
     );
 }
 
+/// A window closes at its deadline, not at the keeper's next round: a round that leaves a
+/// window open comes back by its deadline. Here the rounds are an hour apart and the window
+/// three seconds long (its tokens lapsing and re-parked meanwhile, as after a restart).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_window_closes_at_its_deadline_however_far_apart_the_keepers_rounds_are() {
+    use workflow::SagaWorkers;
+    use workflow::steps::approval::{ApprovalKeeper, KeeperSettings};
+    let mut saga = Saga::start(short_window(3)).await;
+    saga.stock("piano", 1).await;
+    let order = saga.place(large("o-hourly", "piano")).await;
+    let parked = saga
+        .reaches("o-hourly", OrderStatus::AwaitingApproval)
+        .await;
+    let deadline = deadline_of(&parked);
+    saga.stop_workers().await;
+
+    // The round's own pause: by the deadline while it is ahead, a second once it is past.
+    let hour = Duration::from_secs(3600);
+    let keeper = ApprovalKeeper::new(
+        saga.ports.orders.clone(),
+        saga.workflow.clone(),
+        KeeperSettings::unshared(hour, hour * 5),
+    );
+    let shards = (0..saga.ports.orders.approval_shards()).collect();
+    let (_held_tx, held) = tokio::sync::watch::channel(shards);
+    let round = keeper.beat_once(&held).await.unwrap();
+    assert_eq!(round.next_deadline, Some(deadline), "{round:?}");
+    let before = deadline - chrono::TimeDelta::seconds(2);
+    assert_eq!(keeper.pause_after(&round, before), Duration::from_secs(2));
+    let after = deadline + chrono::TimeDelta::seconds(30);
+    assert_eq!(keeper.pause_after(&round, after), Duration::from_secs(1));
+    let idle = workflow::steps::approval::KeeperRound::default();
+    assert_eq!(keeper.pause_after(&idle, after), hour);
+
+    // And the keeper running so: the order is compensated within the test's deadline, an
+    // hour before its next scheduled round.
+    saga.workers = Some(SagaWorkers::start_embedded(
+        &saga.ports,
+        saga.workflow.clone(),
+        harness::worker_settings(),
+        hour,
+    ));
+    let done = saga.finished(&order).await;
+    assert_eq!(
+        done.error.as_deref(),
+        Some("Order.ApprovalExpired"),
+        "{done:?}"
+    );
+    assert_eq!(saga.order("o-hourly").await.status, OrderStatus::Cancelled);
+    assert_eq!(saga.level("piano").await, (1, 0, 0));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
     let mut saga = Saga::default().await;

@@ -424,10 +424,18 @@ pub struct KeeperRound {
     pub expired: usize,
     /// The shards this replica kept.
     pub shards: usize,
+    /// The earliest deadline of the windows this round left open (past ones included: a window
+    /// re-parked under a new token while the round closed the old one's): the next round comes
+    /// by then, not a whole interval later ([`ApprovalKeeper::pause_after`]).
+    pub next_deadline: Option<DateTime<Utc>>,
 }
 
 /// Parked approvals read at once: a page of a shard.
 const KEEPER_PAGE: u32 = 100;
+
+/// The shortest pause between rounds, when a window left open is already past its deadline
+/// (re-parked meanwhile, or its close failed): soon, without spinning.
+const PAST_DEADLINE_PAUSE: Duration = Duration::from_secs(1);
 
 /// Heartbeats in flight at once. Each waits for a commit (embedded) or a round trip (AWS);
 /// one at a time, a round of 100,000 would take 100,000 of them, longer than the approval
@@ -529,27 +537,35 @@ impl ApprovalKeeper {
                     .await?;
                 let now = Utc::now();
                 let pace = pace.as_ref();
-                let kept: Vec<Kept> = futures_util::stream::iter(page.items)
-                    .map(|p| async move {
-                        if self.recently_beaten(&p, now, number) {
-                            return Kept::Skipped;
-                        }
-                        if let Some(pace) = pace {
-                            pace.until_ready().await;
-                        }
-                        let kept = self.keep(&p, now).await;
-                        self.record(&p, &kept, number);
-                        kept
-                    })
-                    .buffer_unordered(BEATS_IN_FLIGHT)
-                    .collect()
-                    .await;
-                for k in kept {
+                let kept: Vec<(Kept, Option<DateTime<Utc>>)> =
+                    futures_util::stream::iter(page.items)
+                        .map(|p| async move {
+                            if self.recently_beaten(&p, now, number) {
+                                return (Kept::Skipped, p.deadline);
+                            }
+                            if let Some(pace) = pace {
+                                pace.until_ready().await;
+                            }
+                            let kept = self.keep(&p, now).await;
+                            self.record(&p, &kept, number);
+                            (kept, p.deadline)
+                        })
+                        .buffer_unordered(BEATS_IN_FLIGHT)
+                        .collect()
+                        .await;
+                for (k, deadline) in kept {
                     match k {
                         Kept::Alive | Kept::Skipped => round.alive += 1,
                         Kept::Dead => round.dead += 1,
                         Kept::Expired => round.expired += 1,
                         Kept::Failed => {}
+                    }
+                    // A lapsed token's task parks again under the same deadline.
+                    if !matches!(k, Kept::Expired) {
+                        round.next_deadline = match (round.next_deadline, deadline) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
                     }
                 }
                 match page.next.as_deref().and_then(QueueCursor::parse) {
@@ -691,7 +707,22 @@ impl ApprovalKeeper {
         Kept::Expired
     }
 
-    /// Runs rounds every `interval` (and at once when it gains shards) until `stop` turns
+    /// How long to wait after `round` (at `now`): the interval, or less when a window it left
+    /// open closes sooner, so a window closes at its deadline and not up to an interval after
+    /// it; a window already past it (re-parked while the round closed the old token's) gets
+    /// another round after [`PAST_DEADLINE_PAUSE`].
+    pub fn pause_after(&self, round: &KeeperRound, now: DateTime<Utc>) -> Duration {
+        let interval = self.settings.interval;
+        round.next_deadline.map_or(interval, |deadline| {
+            (deadline - now)
+                .to_std()
+                .unwrap_or_default()
+                .clamp(PAST_DEADLINE_PAUSE.min(interval), interval)
+        })
+    }
+
+    /// Runs rounds every `interval`, or by the next deadline when one comes sooner
+    /// ([`ApprovalKeeper::pause_after`]), and at once when it gains shards, until `stop` turns
     /// true; its leases are balanced beside the rounds, every half interval.
     pub fn spawn(self, stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
@@ -707,11 +738,15 @@ impl ApprovalKeeper {
             let mut stop = stop;
             loop {
                 held.mark_unchanged();
-                if let Err(e) = self.beat_once(&held).await {
-                    tracing::warn!(error = %e, "approval keeper round failed");
-                }
+                let pause = match self.beat_once(&held).await {
+                    Ok(round) => self.pause_after(&round, Utc::now()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "approval keeper round failed");
+                        self.settings.interval
+                    }
+                };
                 tokio::select! {
-                    _ = tokio::time::sleep(self.settings.interval) => {}
+                    _ = tokio::time::sleep(pause) => {}
                     // Shards taken over from a replica that died: their tokens are already
                     // waiting longer than ours.
                     Ok(()) = held.changed() => {}
