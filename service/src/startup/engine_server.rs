@@ -62,6 +62,7 @@ pub async fn run_engine(settings: EngineSettings) -> Result<(), StartupError> {
     let server = EngineServer::start(&settings).await?;
     let addr = server.local_addr();
     tracing::info!(%addr, "listening");
+    let stop = drain_on_signal();
     announce(addr);
-    server.serve(drain_on_signal()).await
+    server.serve(stop).await
 }

@@ -120,17 +120,23 @@ fn announce(addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// Resolves on the first stop signal; a second one exits without waiting for the drain.
-async fn drain_on_signal() {
-    shutdown_signal().await;
-    tracing::info!("shutdown requested: finishing the requests in flight");
-    // The drain is bounded (request timeout, step durations), but an operator who asks twice
-    // means it.
-    tokio::spawn(async {
-        shutdown_signal().await;
-        eprintln!("second stop signal: exiting without finishing the drain");
-        std::process::exit(130);
-    });
+/// Resolves on the first stop signal; a second one exits without waiting for the drain. The
+/// signals are caught from the call on, not from the first poll: call it before announcing the
+/// address, so that a stop sent as soon as the address is read is a graceful one (a SIGTERM
+/// before the handler is installed kills the process outright).
+fn drain_on_signal() -> impl Future<Output = ()> + Send + 'static {
+    let first = shutdown_signal();
+    async move {
+        first.await;
+        tracing::info!("shutdown requested: finishing the requests in flight");
+        // The drain is bounded (request timeout, step durations), but an operator who asks
+        // twice means it.
+        tokio::spawn(async {
+            shutdown_signal().await;
+            eprintln!("second stop signal: exiting without finishing the drain");
+            std::process::exit(130);
+        });
+    }
 }
 
 /// The listener and the address it got (the real port when `addr` has port 0).
@@ -197,31 +203,47 @@ pub fn start_banner(
     )
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on SIGTERM or Ctrl-C (SIGINT), caught from this call on (on unix both handlers
+/// are installed here, before the future is first polled; once installed, Tokio keeps them
+/// for the process's life).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &'static str| {
+            signal(kind)
+                .inspect_err(|e| tracing::error!(error = %e, "cannot listen for {name}"))
+                .ok()
+        };
+        let (mut term, mut int) = (
+            listen(SignalKind::terminate(), "SIGTERM"),
+            listen(SignalKind::interrupt(), "Ctrl-C"),
+        );
+        async move {
+            let term = async {
+                match term.as_mut() {
+                    Some(s) => drop(s.recv().await),
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let int = async {
+                match int.as_mut() {
+                    Some(s) => drop(s.recv().await),
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = term => {},
+                () = int => {},
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %e, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
     }
 }
 
@@ -246,8 +268,9 @@ pub async fn run(settings: Settings) -> Result<(), StartupError> {
     let _ = err.flush();
     drop(err);
     tracing::info!(%addr, "listening");
+    let stop = drain_on_signal();
     announce(addr);
-    service.serve(drain_on_signal()).await
+    service.serve(stop).await
 }
 
 #[cfg(test)]
