@@ -209,29 +209,12 @@ pub fn start_banner(
 pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let listen = |kind: SignalKind, name: &'static str| {
-            signal(kind)
-                .inspect_err(|e| tracing::error!(error = %e, "cannot listen for {name}"))
-                .ok()
-        };
-        let (mut term, mut int) = (
-            listen(SignalKind::terminate(), "SIGTERM"),
-            listen(SignalKind::interrupt(), "Ctrl-C"),
+        use tokio::signal::unix::SignalKind;
+        let (term, int) = (
+            caught(SignalKind::terminate(), "SIGTERM"),
+            caught(SignalKind::interrupt(), "Ctrl-C"),
         );
         async move {
-            let term = async {
-                match term.as_mut() {
-                    Some(s) => drop(s.recv().await),
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            let int = async {
-                match int.as_mut() {
-                    Some(s) => drop(s.recv().await),
-                    None => std::future::pending::<()>().await,
-                }
-            };
             tokio::select! {
                 () = term => {},
                 () = int => {},
@@ -243,6 +226,24 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::error!(error = %e, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Resolves when `kind` arrives; its handler is installed now. One that cannot be installed is
+/// logged and never resolves.
+#[cfg(unix)]
+fn caught(
+    kind: tokio::signal::unix::SignalKind,
+    name: &'static str,
+) -> impl Future<Output = ()> + Send + 'static {
+    let listener = tokio::signal::unix::signal(kind)
+        .inspect_err(|e| tracing::error!(error = %e, "cannot listen for {name}"))
+        .ok();
+    async move {
+        match listener {
+            Some(mut s) => drop(s.recv().await),
+            None => std::future::pending::<()>().await,
         }
     }
 }

@@ -562,10 +562,7 @@ impl ApprovalKeeper {
                     }
                     // A lapsed token's task parks again under the same deadline.
                     if !matches!(k, Kept::Expired) {
-                        round.next_deadline = match (round.next_deadline, deadline) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        };
+                        round.next_deadline = round.next_deadline.into_iter().chain(deadline).min();
                     }
                 }
                 match page.next.as_deref().and_then(QueueCursor::parse) {
