@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use store::contract::moto::MotoServer;
 use tempfile::TempDir;
+use testkit::moto::MotoServer;
 
 /// The role `provision` names on the state machine (the emulators do not check it).
 const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/fulfillment";

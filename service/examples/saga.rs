@@ -13,7 +13,8 @@ use intake::pricing::RequestedLine;
 use intake::{OrderIntake, OrderRequest, Placed};
 use std::sync::Arc;
 use std::time::Duration;
-use store::{Address, Decision, OrderId, Price, SqliteStore};
+use store::{Address, Decision, OrderId, Price};
+use store_sqlite::SqliteStore;
 use workflow::EmbeddedWorkflow;
 use workflow::SagaSettings;
 use workflow::SagaWorkers;
@@ -58,7 +59,7 @@ async fn main() -> Result<()> {
     let engine = Engine::open(EngineConfig::new(dir.join("engine.db")), None).await?;
     let workflow = Arc::new(EmbeddedWorkflow::setup(engine.clone()).await?);
     let store = SqliteStore::open(dir.join("store.db"))?;
-    let ports = store.ports();
+    let ports = providers::sandbox::ports(&store);
     let workers = SagaWorkers::start_embedded(
         &ports,
         workflow.clone(),

@@ -105,7 +105,7 @@ fn the_service_may_poll_every_activity_and_nothing_else() {
         "{block}"
     );
     // Every index is queried by the service (the queues, the repair loop, GET /orders).
-    for (index, _, _) in store::dynamodb::INDEXES {
+    for (index, _, _) in store_dynamodb::INDEXES {
         assert!(
             block.contains(&format!("!Sub \"${{Table.Arn}}/index/{index}\"\n")),
             "the service may not query {index}: {block}"
@@ -176,7 +176,7 @@ fn the_audit_may_read_and_heartbeat_and_nothing_more() {
 
 #[test]
 fn the_table_has_the_shape_the_dynamodb_adapter_uses() {
-    use store::dynamodb as schema;
+    use store_dynamodb as schema;
     let block = resource("Table");
     assert!(block.contains("BillingMode: PAY_PER_REQUEST"), "{block}");
     let key = format!(

@@ -2,11 +2,11 @@
 //! values and settings: together they must name every one the code has.
 
 use clap::CommandFactory;
-use service::config::Cli;
-use store::sandbox::{
+use providers::sandbox::{
     PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, POSTAL_REJECTED,
     POSTAL_UNAVAILABLE_ONCE,
 };
+use service::config::Cli;
 use workflow::ErrorName;
 
 /// README.md and every page of `docs/`, as one text.

@@ -19,13 +19,13 @@ use engine::ExecutionStatus;
 use harness::{Saga, catalog_cents, request};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-use store::sandbox::{
+use providers::sandbox::{
     PM_DECLINED, PM_LOST_RESPONSE, PM_SUCCEEDS, PM_UNAVAILABLE_ONCE, POSTAL_REJECTED,
     POSTAL_UNAVAILABLE_ONCE,
 };
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use store::{Decision, OrderStatus, Refunded};
 use tokio::sync::watch;
 use workflow::SagaSettings;

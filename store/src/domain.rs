@@ -36,7 +36,7 @@ impl OrderId {
     }
 
     /// The empty id, below every order's: a bound of a listing's position, never an order.
-    pub(crate) fn lowest() -> OrderId {
+    pub fn lowest() -> OrderId {
         OrderId(String::new())
     }
 

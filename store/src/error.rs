@@ -20,6 +20,10 @@ impl StoreError {
     }
 }
 
+/// SQLite's busy and locked are transient; every other error of the file is not. Here, beside
+/// the error, because the orphan rule keeps the impl out of `store_sqlite`, which turns the
+/// feature on.
+#[cfg(feature = "sqlite")]
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         match &e {

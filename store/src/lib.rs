@@ -1,15 +1,16 @@
-//! The order saga's domain: records (orders, stock, reservations, charges, shipments), the ports
-//! through which steps reach them (repositories and gateways, bundled as [`Ports`]), the SQLite
-//! adapters of the embedded default, the DynamoDB adapters of AWS mode, the sandbox gateways
-//! over either, a Stripe-compatible payment gateway over HTTP (`stripe`) and a carrier
-//! aggregator's shipping gateway over HTTP (`easypost`).
+//! The order saga's domain and its ports: the records (orders, stock, reservations, charges,
+//! shipments, API keys, webhooks) and the traits through which the steps, the service and the
+//! audit reach them (repositories and gateways, bundled as [`Ports`]; the sandbox's
+//! [`Ledger`](ledger::Ledger) and the carrier's [`LabelBook`](labels::LabelBook), which the
+//! stores keep for the providers). No adapter lives here: `store_sqlite` and `store_dynamodb`
+//! implement the storage ports, `providers` the gateways, and `testkit` holds the contract suite
+//! every adapter passes.
 
-#[cfg(feature = "contract")]
-pub mod contract;
 pub mod domain;
 pub mod error;
-mod http;
+pub mod labels;
 pub mod lease;
+pub mod ledger;
 pub mod ports;
 pub mod retry;
 pub mod webhook;
@@ -19,14 +20,3 @@ pub use error::{GatewayError, StoreError};
 pub use lease::{Lease, ShardLeases, Unshared};
 pub use ports::*;
 pub use webhook::*;
-pub mod dynamodb;
-pub mod easypost;
-pub mod sandbox;
-pub mod sqlite;
-pub mod stripe;
-
-pub use dynamodb::DynamoStore;
-pub use easypost::{EasyPostConfig, EasyPostShipping};
-pub use sandbox::{SandboxPayments, SandboxShipping};
-pub use sqlite::{Durability, SqliteStore};
-pub use stripe::{SecretKey, StripeConfig, StripePayments};

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The four ports the saga and the service reach, together: the order records, the stock, the
-/// payment provider and the carrier. Built once at start-up (`SqliteStore::ports`,
-/// `DynamoStore::ports`, or by hand with a real provider) and shared by the HTTP handlers, the
+/// payment provider and the carrier. Built once at start-up (`providers::sandbox::ports`,
+/// `providers::sandbox::ports`, or by hand with a real provider) and shared by the HTTP handlers, the
 /// saga's steps, the compensations and the audit.
 #[derive(Clone)]
 pub struct Ports {
@@ -37,7 +37,7 @@ pub struct Page<T> {
 impl<T> Page<T> {
     /// The page of `items` read with `limit`, continuing after the last item's cursor when it
     /// is full: the rule of every adapter whose cursor is an item's key.
-    pub(crate) fn keyed(items: Vec<T>, limit: u32, cursor: impl Fn(&T) -> String) -> Page<T> {
+    pub fn keyed(items: Vec<T>, limit: u32, cursor: impl Fn(&T) -> String) -> Page<T> {
         let full = u32::try_from(items.len()).is_ok_and(|n| n >= limit.max(1));
         let next = if full { items.last().map(cursor) } else { None };
         Page { items, next }
@@ -133,7 +133,7 @@ pub enum CancelRequested {
 
 /// How a cancellation applies to an order as it stands: the rule every adapter follows before it
 /// writes (conditionally on what it judged: status, parked token, no cancellation, no shipment).
-pub(crate) enum CancelPlan {
+pub enum CancelPlan {
     Answer(Box<CancelRequested>),
     /// Record the cancellation; take the parked approval `token` off the order when there is one.
     Record {
@@ -142,7 +142,7 @@ pub(crate) enum CancelPlan {
 }
 
 impl CancelPlan {
-    pub(crate) fn new(order: Order) -> CancelPlan {
+    pub fn new(order: Order) -> CancelPlan {
         let answer = |a| CancelPlan::Answer(Box::new(a));
         if order.cancellation.is_some() {
             return answer(CancelRequested::Replayed(order));
@@ -175,7 +175,7 @@ pub enum Expiry {
 
 /// How an operator's decision applies to an order as it stands: the rule every adapter follows,
 /// before it writes (conditionally, so that the order it judged is the one it changes).
-pub(crate) enum DecisionPlan {
+pub enum DecisionPlan {
     /// Nothing to write: this is the answer.
     Answer(Box<Decided>),
     /// Record the decision, clear the parked `token` (handed back in `Decided::Applied`), and
@@ -185,7 +185,7 @@ pub(crate) enum DecisionPlan {
 
 impl DecisionPlan {
     /// The plan for `decision`, made `at`.
-    pub(crate) fn new(order: Order, decision: Decision, at: DateTime<Utc>) -> DecisionPlan {
+    pub fn new(order: Order, decision: Decision, at: DateTime<Utc>) -> DecisionPlan {
         if order.cancellation.is_some()
             && order.approval.as_ref().is_none_or(|a| a.decision.is_none())
         {
@@ -219,7 +219,7 @@ impl DecisionPlan {
 
 /// Logs a charge id that `record_charge` did not record because the order has another (see
 /// there); the rule every adapter follows after its conditional write.
-pub(crate) fn warn_if_other_charge(order: &Order, offered: &str) {
+pub fn warn_if_other_charge(order: &Order, offered: &str) {
     if order.charge_id.as_deref() != Some(offered) {
         tracing::warn!(
             order_id = %order.id(),
@@ -477,7 +477,7 @@ impl OrderFilter {
 
     /// Whether the filter tests something the adapters' indexes do not read by (the status, the
     /// customer), so that many of the orders a listing reads may be left out.
-    pub(crate) fn tests_after_reading(&self) -> bool {
+    pub fn tests_after_reading(&self) -> bool {
         self.status.is_some() || self.customer_prefix.is_some()
     }
 

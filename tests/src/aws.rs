@@ -6,8 +6,8 @@
 
 use crate::{Db, Server, TOKEN, binary};
 use std::process::Command;
-use store::contract::fake_stripe::{FakeStripe, SECRET_KEY};
-use store::contract::moto::MotoServer;
+use testkit::fake_stripe::{FakeStripe, SECRET_KEY};
+use testkit::moto::MotoServer;
 
 /// The emulated AWS account and the provider, provisioned; replicas start with [`AwsStack::replica`].
 pub struct AwsStack {

@@ -161,7 +161,7 @@ impl FaultProxy {
                 .expect("an HTTP client"),
         });
         let app = Router::new().fallback(forward).with_state(shared.clone());
-        let base_url = store::contract::serve_on_loopback(app).await;
+        let base_url = testkit::serve_on_loopback(app).await;
         FaultProxy { base_url, shared }
     }
 
@@ -382,7 +382,7 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use store::contract::fake_stripe::{FakeStripe, SECRET_KEY};
+    use testkit::fake_stripe::{FakeStripe, SECRET_KEY};
 
     const CHARGE: [(&str, &str); 5] = [
         ("amount", "1500"),

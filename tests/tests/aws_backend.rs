@@ -583,7 +583,7 @@ async fn metric(server: &Server, name: &str) -> u64 {
 /// over before any token's heartbeat lapses. Approved, every order ships.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_share_the_approval_keeper_and_one_takes_over_when_the_other_dies() {
-    use store::dynamodb::{APPROVAL_SHARDS, approval_shard};
+    use store_dynamodb::{APPROVAL_SHARDS, approval_shard};
     let stack = AwsStack::start().await;
     // A short heartbeat: rounds every 2 s, leases of 4 s.
     let args = ["--approval-heartbeat", "10s", "--approval-timeout", "1h"];

@@ -211,9 +211,9 @@ async fn an_order_stored_but_never_started_is_queued_again_by_the_next_process_w
     let id = store::OrderId::parse("queued-lost").expect("an order id");
     let lost_arn = format!("{}:queued-lost", arn.rsplit_once(':').expect("an ARN").0);
     {
-        let store = store::SqliteStore::open(db.path()).expect("the store");
+        let store = store_sqlite::SqliteStore::open(db.path()).expect("the store");
         let created = store
-            .create(store::contract::new_order(&id), &lost_arn)
+            .create(testkit::new_order(&id), &lost_arn)
             .await
             .expect("stored");
         assert!(matches!(created, store::Created::New(_)));

@@ -13,7 +13,7 @@ use blackbox::{DEADLINE, Db, Reply, Server, TOKEN, binary, order, serve_command}
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-use store::contract::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
+use testkit::fake_stripe::{FakeStripe, PM_DECLINED, SECRET_KEY};
 
 /// What a caller guessing at the operator token sends.
 const WRONG_TOKEN: &str = "guessed-operator-token-9d8c7b6a";

@@ -8,7 +8,7 @@ use blackbox::aws::AwsStack;
 use blackbox::{Db, Server, TOKEN, order, serve_command};
 use reqwest::StatusCode;
 use std::process::{Command, Output};
-use store::contract::fake_easypost::{API_KEY, FakeEasyPost};
+use testkit::fake_easypost::{API_KEY, FakeEasyPost};
 
 /// `serve` shipping through `fake` with `key` (in the environment, as a deployment passes it).
 fn easypost_command(db: &Db, fake: &FakeEasyPost, key: &str) -> Command {

@@ -246,7 +246,7 @@ impl FromRequestParts<AppState> for Operator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use store::SqliteStore;
+    use store_sqlite::SqliteStore;
 
     #[tokio::test]
     async fn keys_authenticate_as_their_principal_until_revoked() {

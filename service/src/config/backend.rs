@@ -46,7 +46,7 @@ pub struct BackendArgs {
     pub payments: Option<PaymentsKind>,
 
     /// The Stripe-compatible API's base URL (`--payments stripe`).
-    #[arg(long, env = "FULFILLMENT_STRIPE_URL", default_value = store::stripe::STRIPE_API, value_parser = parse_url, value_name = "URL")]
+    #[arg(long, env = "FULFILLMENT_STRIPE_URL", default_value = ::providers::stripe::STRIPE_API, value_parser = parse_url, value_name = "URL")]
     pub stripe_url: String,
 
     /// The provider's secret key (`--payments stripe`). Never logged.

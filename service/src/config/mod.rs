@@ -2,6 +2,8 @@
 //! (clap), turned into one typed [`Settings`] value. Only `main` parses them; everything else
 //! receives the parts it needs.
 
+use ::providers::easypost::{EASYPOST_API, EasyPostConfig, parse_from_address};
+use ::providers::stripe::{SecretKey, StripeConfig};
 use api::http::rate_limit::RateLimitSettings;
 use api::http::{HttpLimits, OperatorToken};
 use clap::builder::TypedValueParser;
@@ -13,8 +15,6 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use store::easypost::{EASYPOST_API, EasyPostConfig, parse_from_address};
-use store::stripe::{SecretKey, StripeConfig};
 use webhooks::WebhookSettings;
 use workflow::SagaSettings;
 

@@ -147,7 +147,9 @@ pub(super) async fn audit_embedded(
             source,
         })?;
     let payments = match &payments {
-        PaymentsSettings::Sandbox => Arc::new(store.payments()) as Arc<dyn PaymentGateway>,
+        PaymentsSettings::Sandbox => {
+            Arc::new(SandboxPayments::new(store.clone())) as Arc<dyn PaymentGateway>
+        }
         PaymentsSettings::Stripe(c) => stripe(c)?.0,
     };
     tracing::info!(
@@ -158,7 +160,7 @@ pub(super) async fn audit_embedded(
     Ok(Sources {
         ports: Ports {
             payments,
-            ..store.ports()
+            ..::providers::sandbox::ports(&store)
         },
         executions: Arc::new(EmbeddedExecutions::new(inspector)) as Arc<dyn Executions>,
         check_parked_tokens: true,
@@ -175,7 +177,7 @@ pub(super) async fn audit_aws(
     Ok(Sources {
         ports: Ports {
             payments: aws_payments(&store, &payments)?.0,
-            ..store.ports()
+            ..::providers::sandbox::ports(&store)
         },
         executions: Arc::new(WorkflowExecutions::new(Arc::new(workflow))),
         check_parked_tokens: true,

@@ -80,7 +80,7 @@ pub(super) async fn shipping(
                 .to_owned(),
         ));
     }
-    match store::easypost::check_key(config).await {
+    match providers::easypost::check_key(config).await {
         Ok(()) => tracing::info!(carrier = %config.carrier, "EasyPost accepted the API key"),
         Err(GatewayError::Misconfigured(reason)) => return Err(StartupError::Config(reason)),
         Err(e) => tracing::warn!(
@@ -190,7 +190,7 @@ pub(super) async fn open_embedded(
         engine = %settings.engine_path.display(),
         "embedded backend open"
     );
-    let mut ports = store.ports();
+    let mut ports = sandbox::ports(&store);
     let mut sampled = embedded_counters(&engine, &store);
     if let Some((gateway, metric)) = gateway {
         ports.payments = gateway;
@@ -336,7 +336,9 @@ pub(super) fn aws_payments(
     payments: &PaymentsSettings,
 ) -> Result<(Arc<dyn PaymentGateway>, Vec<SampledMetric>), StartupError> {
     match payments {
-        PaymentsSettings::Sandbox => Ok((Arc::new(store.payments()), Vec::new())),
+        PaymentsSettings::Sandbox => {
+            Ok((Arc::new(SandboxPayments::new(store.clone())), Vec::new()))
+        }
         PaymentsSettings::Stripe(c) => stripe(c).map(|(gateway, metric)| (gateway, vec![metric])),
     }
 }
@@ -349,7 +351,7 @@ pub(super) async fn open_aws(
 ) -> Result<Opened, StartupError> {
     let (workflow, store) = connect_aws(settings).await?;
     let (payments, mut sampled) = aws_payments(&store, &payments)?;
-    let ports = store.ports();
+    let ports = sandbox::ports(&store);
     let (shipping, metric) = carrier(shipping, Arc::new(store.clone()), ports.shipping.clone())?;
     sampled.extend(metric);
     let ports = Ports {

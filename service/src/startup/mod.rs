@@ -17,6 +17,9 @@ use intake::OrderIntake;
 use intake::start_queue::{StartQueue, StartQueueSettings, StartQueueTask};
 use ops::audit::{self, AuditError, EmbeddedExecutions, Executions, Sources, WorkflowExecutions};
 use ops::repair::{Plan, Reconciler, RepairError, RepairLoop, RepairSettings, lease_duration};
+use providers::easypost::{EasyPostShipping, LabelBook};
+use providers::sandbox::{self, SandboxPayments};
+use providers::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
@@ -25,13 +28,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use store::dynamodb::{DynamoLease, DynamoShardLeases, DynamoStore};
-use store::easypost::{EasyPostShipping, LabelBook};
-use store::stripe::{StripeConfig, StripeConfigError, StripePayments};
 use store::{
-    GatewayError, KeyRepository, Lease, PaymentGateway, Ports, Role, ShippingGateway, SqliteStore,
-    StoreError, Unshared, WebhookRepository,
+    GatewayError, KeyRepository, Lease, PaymentGateway, Ports, Role, ShippingGateway, StoreError,
+    Unshared, WebhookRepository,
 };
+use store_dynamodb::{DynamoLease, DynamoShardLeases, DynamoStore};
+use store_sqlite::SqliteStore;
 use telemetry::{Metrics, SampledKind, SampledMetric};
 use tokio::net::TcpListener;
 use webhooks::Webhooks;
@@ -411,7 +413,7 @@ mod tests {
                 BackendSettings {
                     payments: Some(PaymentsSettings::Stripe(StripeConfig {
                         base_url: "https://api.stripe.com".to_owned(),
-                        secret_key: store::stripe::SecretKey::new(""),
+                        secret_key: providers::stripe::SecretKey::new(""),
                         timeout: Duration::from_secs(5),
                         key_prefix: String::new(),
                     })),
@@ -446,7 +448,7 @@ mod tests {
         let stripe = |key: &str| {
             PaymentsSettings::Stripe(StripeConfig {
                 base_url: "https://api.stripe.com".to_owned(),
-                secret_key: store::stripe::SecretKey::new(key),
+                secret_key: providers::stripe::SecretKey::new(key),
                 timeout: Duration::from_secs(5),
                 key_prefix: String::new(),
             })

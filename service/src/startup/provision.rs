@@ -7,7 +7,7 @@ use super::*;
 pub async fn run_provision(settings: ProvisionSettings) -> Result<(), StartupError> {
     let sdk = aws_sdk_config(&settings.aws).await?;
     let table = &settings.aws.table;
-    store::dynamodb::create_table(&aws_sdk_dynamodb::Client::new(&sdk), table)
+    store_dynamodb::create_table(&aws_sdk_dynamodb::Client::new(&sdk), table)
         .await
         .map_err(|source| StartupError::Table {
             table: table.clone(),

@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::{Order, OrderId, OrderRepository, PaymentGateway, SqliteStore};
+use store::{Order, OrderId, OrderRepository, PaymentGateway};
+use store_sqlite::SqliteStore;
 use telemetry::Metrics;
 use tower::ServiceExt;
 use workflow::SagaSettings;
@@ -137,7 +138,7 @@ impl App {
         let (client_key, _) = api::keys::create(&store, CLIENT, store::Role::Client)
             .await
             .unwrap();
-        let mut ports = store.ports();
+        let mut ports = providers::sandbox::ports(&store);
         ports.payments = payments(ports.payments);
         let intake = Arc::new(OrderIntake {
             orders: ports.orders.clone(),

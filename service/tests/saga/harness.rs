@@ -8,8 +8,9 @@ use intake::pricing::RequestedLine;
 use intake::{OrderIntake, OrderRequest, Placed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use store::Ports;
 use store::{Address, Order, OrderId, OrderStatus, Price};
-use store::{Ports, SqliteStore};
+use store_sqlite::SqliteStore;
 use workflow::SagaSettings;
 use workflow::SagaWorkers;
 use workflow::definition::Activity;
@@ -42,7 +43,7 @@ impl Saga {
             .unwrap();
         let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
         let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let ports = store.ports();
+        let ports = providers::sandbox::ports(&store);
         let intake = OrderIntake {
             orders: ports.orders.clone(),
             inventory: ports.inventory.clone(),

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::contract::fake_easypost::{self, FakeEasyPost};
-use store::contract::fake_stripe::{self, FakeStripe};
+use testkit::fake_easypost::{self, FakeEasyPost};
+use testkit::fake_stripe::{self, FakeStripe};
 
 /// How late a late charge lands: longer than ChargePayment's retries can wait (7 attempts, full
 /// jitter, at most 122 s of back-off), so that the saga has given up and refunded nothing.
