@@ -585,8 +585,10 @@ async fn metric(server: &Server, name: &str) -> u64 {
 async fn two_replicas_share_the_approval_keeper_and_one_takes_over_when_the_other_dies() {
     use store_dynamodb::{APPROVAL_SHARDS, approval_shard};
     let stack = AwsStack::start().await;
-    // A short heartbeat: rounds every 2 s, leases of 4 s.
-    let args = ["--approval-heartbeat", "10s", "--approval-timeout", "1h"];
+    // A short heartbeat: rounds every 4 s, leases of 8 s. A takeover takes up to a lease and a
+    // round after the last heartbeat a round before the kill: 0.8 of the heartbeat, so the
+    // margin is a fifth of it (4 s here; at 10 s, 2 s proved too thin on a loaded 2-core host).
+    let args = ["--approval-heartbeat", "20s", "--approval-timeout", "1h"];
     let mut a = stack.replica(&args);
     let b = stack.replica(&args);
     // Orders whose ids fall in every shard of the queue: both replicas keep some.
