@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use store::ports::{ApprovalRepository, IncidentRepository, OrderListing, OrderRecords};
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
     NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
@@ -18,7 +19,7 @@ pub struct CountedOrders {
 }
 
 #[async_trait]
-impl OrderRepository for CountedOrders {
+impl OrderRecords for CountedOrders {
     async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
         self.orders.create(order, execution_arn).await
     }
@@ -51,6 +52,13 @@ impl OrderRepository for CountedOrders {
         Ok(order)
     }
 
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
+        self.orders.start_shipment(id, at).await
+    }
+}
+
+#[async_trait]
+impl ApprovalRepository for CountedOrders {
     async fn park_approval(
         &self,
         id: &OrderId,
@@ -69,10 +77,6 @@ impl OrderRepository for CountedOrders {
         request: &Cancellation,
     ) -> Result<CancelRequested, StoreError> {
         self.orders.request_cancel(id, request).await
-    }
-
-    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
-        self.orders.start_shipment(id, at).await
     }
 
     async fn decide(
@@ -118,7 +122,10 @@ impl OrderRepository for CountedOrders {
     ) -> Result<Page<PendingApproval>, StoreError> {
         self.orders.pending_approvals_in(shard, after, limit).await
     }
+}
 
+#[async_trait]
+impl IncidentRepository for CountedOrders {
     /// Counts the order as ended `COMPENSATION_FAILED` (again, when a redriven compensation
     /// gives up once more).
     async fn record_incident(
@@ -157,7 +164,10 @@ impl OrderRepository for CountedOrders {
     ) -> Result<Page<Order>, StoreError> {
         self.orders.open_incidents(after, limit).await
     }
+}
 
+#[async_trait]
+impl OrderListing for CountedOrders {
     async fn list_orders(
         &self,
         since: Option<DateTime<Utc>>,

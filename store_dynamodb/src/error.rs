@@ -162,7 +162,7 @@ mod tests {
     use aws_smithy_mocks::{Rule, mock};
     use store::domain::OrderId;
     use store::error::StoreError;
-    use store::ports::OrderRepository;
+    use store::ports::OrderRecords;
 
     fn store_answering(rule: &Rule) -> DynamoStore {
         crate::tests::mock_store(&[rule])

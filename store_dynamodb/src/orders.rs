@@ -31,10 +31,10 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use store::domain::*;
 use store::error::StoreError;
+use store::ports::{ApprovalRepository, IncidentRepository, OrderListing, OrderRecords};
 use store::ports::{
     CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
-    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved, StatusCounts,
-    warn_if_other_charge,
+    OrderFilter, Page, PendingApproval, QueueCursor, Resolved, StatusCounts, warn_if_other_charge,
 };
 
 pub(crate) fn order_pk(id: &OrderId) -> String {
@@ -414,7 +414,7 @@ impl DynamoStore {
 }
 
 #[async_trait]
-impl OrderRepository for DynamoStore {
+impl OrderRecords for DynamoStore {
     async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
         self.insert(order, execution_arn).await
     }
@@ -500,160 +500,34 @@ impl OrderRepository for DynamoStore {
             .into_order())
     }
 
-    async fn record_incident(
-        &self,
-        id: &OrderId,
-        incident: &Incident,
-        failure: Option<Failure>,
-    ) -> Result<Order, StoreError> {
-        let failed = OrderStatus::CompensationFailed;
-        let from: Vec<OrderStatus> = OrderStatus::ALL
-            .into_iter()
-            .filter(|s| s.rank() <= failed.rank())
-            .collect();
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
         let mut values = HashMap::from([
-            (":to".to_owned(), s(failed.as_str())),
+            (":at".to_owned(), ts(at)),
             (":now".to_owned(), ts(Utc::now())),
-            (":step".to_owned(), s(&incident.step)),
-            (":error".to_owned(), s(&incident.error)),
-            (":cause".to_owned(), s(&incident.cause)),
-            (":attempts".to_owned(), n(u64::from(incident.attempts))),
-            (":since".to_owned(), ts(incident.since)),
-            (":open".to_owned(), s(OPEN)),
         ]);
-        let condition =
-            status_in(&from, &mut values).expect("statuses lead to COMPENSATION_FAILED");
-        let mut set = format!(
-            "SET #status = :to, #updated_at = :now, #incident_step = :step, \
-             #incident_error = :error, #incident_cause = :cause, \
-             #incident_attempts = :attempts, \
-             #{INCIDENT_SINCE} = if_not_exists(#{INCIDENT_SINCE}, :since), \
-             #{INCIDENT_QUEUE} = :open"
+        let undoing: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_compensation())
+            .collect();
+        let undoing = status_in(&undoing, &mut values).expect("compensation statuses exist");
+        let condition = format!(
+            "attribute_not_exists(#shipping_started_at) AND attribute_not_exists(#cancellation) \
+             AND NOT ({undoing})"
         );
-        record_reached(&mut set, &mut values, failed, id);
-        if let Some(failure) = failure {
-            keep_first_failure(&mut set, &mut values, failure);
-        }
-        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}");
-        Ok(self
-            .change_order(id, &update, &condition, values)
-            .await?
-            .into_order())
-    }
-
-    async fn record_action(
-        &self,
-        id: &OrderId,
-        action: &OperatorAction,
-    ) -> Result<Order, StoreError> {
-        let values = HashMap::from([
-            (":action".to_owned(), action_list(action)?),
-            (":none".to_owned(), AttributeValue::L(Vec::new())),
-            (":now".to_owned(), ts(Utc::now())),
-        ]);
         Ok(self
             .change_order(
                 id,
-                "SET #actions = list_append(if_not_exists(#actions, :none), :action), \
-                 #updated_at = :now",
-                &format!("attribute_exists(#{PARTITION_KEY})"),
+                "SET #shipping_started_at = :at, #updated_at = :now",
+                &condition,
                 values,
             )
             .await?
             .into_order())
     }
+}
 
-    async fn resolve_incident(
-        &self,
-        id: &OrderId,
-        action: &OperatorAction,
-    ) -> Result<Resolved, StoreError> {
-        let cancelled = OrderStatus::Cancelled;
-        let mut values = HashMap::from([
-            (":to".to_owned(), s(cancelled.as_str())),
-            (
-                ":failed".to_owned(),
-                s(OrderStatus::CompensationFailed.as_str()),
-            ),
-            (":action".to_owned(), action_list(action)?),
-            (":none".to_owned(), AttributeValue::L(Vec::new())),
-            (":now".to_owned(), ts(Utc::now())),
-        ]);
-        let mut set = "SET #status = :to, #updated_at = :now, \
-                       #actions = list_append(if_not_exists(#actions, :none), :action)"
-            .to_owned();
-        record_reached(&mut set, &mut values, cancelled, id);
-        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}{}", remove_incident());
-        let condition = format!("#status = :failed AND attribute_exists(#{INCIDENT_SINCE})");
-        Ok(
-            match self.change_order(id, &update, &condition, values).await? {
-                Change::Applied(order) => Resolved::Now(order),
-                Change::Unchanged(order) => Resolved::NotOpen(order),
-            },
-        )
-    }
-
-    /// From the sparse `open-incidents` index (eventually consistent), each order read again
-    /// consistently: one whose incident closed since is left out.
-    async fn open_incidents(
-        &self,
-        after: Option<&QueueCursor>,
-        limit: u32,
-    ) -> Result<Page<Order>, StoreError> {
-        let start = after.map(|c| {
-            HashMap::from([
-                (INCIDENT_QUEUE.to_owned(), s(OPEN)),
-                (INCIDENT_SINCE.to_owned(), s(&c.at)),
-                (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
-            ])
-        });
-        let page = self
-            .client
-            .query()
-            .table_name(self.table())
-            .index_name(OPEN_INCIDENTS_INDEX)
-            .key_condition_expression(format!("#{INCIDENT_QUEUE} = :open"))
-            .expression_attribute_names(format!("#{INCIDENT_QUEUE}"), INCIDENT_QUEUE)
-            .expression_attribute_values(":open", s(OPEN))
-            .scan_index_forward(true)
-            .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(sdk("Query"))?;
-        let candidates: Vec<String> = page
-            .items()
-            .iter()
-            .map(|item| Fields::of(item).string(PARTITION_KEY))
-            .collect::<Result<_, _>>()?;
-        let now = self.get_items(&candidates).await?;
-        let mut items = Vec::new();
-        for pk in &candidates {
-            let Some(item) = now.get(pk) else { continue };
-            let order = order_from(item)?;
-            if order.incident.is_some() {
-                items.push(order);
-            }
-        }
-        // The page goes on after the last order the index gave, kept or not.
-        let next = match &page.last_evaluated_key {
-            Some(key) => {
-                let f = Fields::of(key);
-                let pk = f.string(PARTITION_KEY)?;
-                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
-                Some(
-                    QueueCursor {
-                        at: f.string(INCIDENT_SINCE)?,
-                        order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
-                    }
-                    .to_string(),
-                )
-            }
-            None => None,
-        };
-        Ok(Page { items, next })
-    }
-
+#[async_trait]
+impl ApprovalRepository for DynamoStore {
     /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision is recorded,
     /// and puts it in the operators' queue. After a decision the order comes back unchanged,
     /// still carrying the decision: a worker that got a fresh token after a crash (the decision
@@ -812,31 +686,6 @@ impl OrderRepository for DynamoStore {
         )))
     }
 
-    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
-        let mut values = HashMap::from([
-            (":at".to_owned(), ts(at)),
-            (":now".to_owned(), ts(Utc::now())),
-        ]);
-        let undoing: Vec<OrderStatus> = OrderStatus::ALL
-            .into_iter()
-            .filter(|s| s.is_compensation())
-            .collect();
-        let undoing = status_in(&undoing, &mut values).expect("compensation statuses exist");
-        let condition = format!(
-            "attribute_not_exists(#shipping_started_at) AND attribute_not_exists(#cancellation) \
-             AND NOT ({undoing})"
-        );
-        Ok(self
-            .change_order(
-                id,
-                "SET #shipping_started_at = :at, #updated_at = :now",
-                &condition,
-                values,
-            )
-            .await?
-            .into_order())
-    }
-
     /// Of a decision and an expiry racing, the condition lets one write through.
     async fn expire_approval(
         &self,
@@ -921,7 +770,167 @@ impl OrderRepository for DynamoStore {
             next: more.map(|m| m.to_string()),
         })
     }
+}
 
+#[async_trait]
+impl IncidentRepository for DynamoStore {
+    async fn record_incident(
+        &self,
+        id: &OrderId,
+        incident: &Incident,
+        failure: Option<Failure>,
+    ) -> Result<Order, StoreError> {
+        let failed = OrderStatus::CompensationFailed;
+        let from: Vec<OrderStatus> = OrderStatus::ALL
+            .into_iter()
+            .filter(|s| s.rank() <= failed.rank())
+            .collect();
+        let mut values = HashMap::from([
+            (":to".to_owned(), s(failed.as_str())),
+            (":now".to_owned(), ts(Utc::now())),
+            (":step".to_owned(), s(&incident.step)),
+            (":error".to_owned(), s(&incident.error)),
+            (":cause".to_owned(), s(&incident.cause)),
+            (":attempts".to_owned(), n(u64::from(incident.attempts))),
+            (":since".to_owned(), ts(incident.since)),
+            (":open".to_owned(), s(OPEN)),
+        ]);
+        let condition =
+            status_in(&from, &mut values).expect("statuses lead to COMPENSATION_FAILED");
+        let mut set = format!(
+            "SET #status = :to, #updated_at = :now, #incident_step = :step, \
+             #incident_error = :error, #incident_cause = :cause, \
+             #incident_attempts = :attempts, \
+             #{INCIDENT_SINCE} = if_not_exists(#{INCIDENT_SINCE}, :since), \
+             #{INCIDENT_QUEUE} = :open"
+        );
+        record_reached(&mut set, &mut values, failed, id);
+        if let Some(failure) = failure {
+            keep_first_failure(&mut set, &mut values, failure);
+        }
+        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}");
+        Ok(self
+            .change_order(id, &update, &condition, values)
+            .await?
+            .into_order())
+    }
+
+    async fn record_action(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Order, StoreError> {
+        let values = HashMap::from([
+            (":action".to_owned(), action_list(action)?),
+            (":none".to_owned(), AttributeValue::L(Vec::new())),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        Ok(self
+            .change_order(
+                id,
+                "SET #actions = list_append(if_not_exists(#actions, :none), :action), \
+                 #updated_at = :now",
+                &format!("attribute_exists(#{PARTITION_KEY})"),
+                values,
+            )
+            .await?
+            .into_order())
+    }
+
+    async fn resolve_incident(
+        &self,
+        id: &OrderId,
+        action: &OperatorAction,
+    ) -> Result<Resolved, StoreError> {
+        let cancelled = OrderStatus::Cancelled;
+        let mut values = HashMap::from([
+            (":to".to_owned(), s(cancelled.as_str())),
+            (
+                ":failed".to_owned(),
+                s(OrderStatus::CompensationFailed.as_str()),
+            ),
+            (":action".to_owned(), action_list(action)?),
+            (":none".to_owned(), AttributeValue::L(Vec::new())),
+            (":now".to_owned(), ts(Utc::now())),
+        ]);
+        let mut set = "SET #status = :to, #updated_at = :now, \
+                       #actions = list_append(if_not_exists(#actions, :none), :action)"
+            .to_owned();
+        record_reached(&mut set, &mut values, cancelled, id);
+        let update = format!("{set} REMOVE #{APPROVAL_QUEUE}{}", remove_incident());
+        let condition = format!("#status = :failed AND attribute_exists(#{INCIDENT_SINCE})");
+        Ok(
+            match self.change_order(id, &update, &condition, values).await? {
+                Change::Applied(order) => Resolved::Now(order),
+                Change::Unchanged(order) => Resolved::NotOpen(order),
+            },
+        )
+    }
+
+    /// From the sparse `open-incidents` index (eventually consistent), each order read again
+    /// consistently: one whose incident closed since is left out.
+    async fn open_incidents(
+        &self,
+        after: Option<&QueueCursor>,
+        limit: u32,
+    ) -> Result<Page<Order>, StoreError> {
+        let start = after.map(|c| {
+            HashMap::from([
+                (INCIDENT_QUEUE.to_owned(), s(OPEN)),
+                (INCIDENT_SINCE.to_owned(), s(&c.at)),
+                (PARTITION_KEY.to_owned(), s(order_pk(&c.order_id))),
+            ])
+        });
+        let page = self
+            .client
+            .query()
+            .table_name(self.table())
+            .index_name(OPEN_INCIDENTS_INDEX)
+            .key_condition_expression(format!("#{INCIDENT_QUEUE} = :open"))
+            .expression_attribute_names(format!("#{INCIDENT_QUEUE}"), INCIDENT_QUEUE)
+            .expression_attribute_values(":open", s(OPEN))
+            .scan_index_forward(true)
+            .limit(i32::try_from(limit.clamp(1, 100)).unwrap_or(100))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(sdk("Query"))?;
+        let candidates: Vec<String> = page
+            .items()
+            .iter()
+            .map(|item| Fields::of(item).string(PARTITION_KEY))
+            .collect::<Result<_, _>>()?;
+        let now = self.get_items(&candidates).await?;
+        let mut items = Vec::new();
+        for pk in &candidates {
+            let Some(item) = now.get(pk) else { continue };
+            let order = order_from(item)?;
+            if order.incident.is_some() {
+                items.push(order);
+            }
+        }
+        // The page goes on after the last order the index gave, kept or not.
+        let next = match &page.last_evaluated_key {
+            Some(key) => {
+                let f = Fields::of(key);
+                let pk = f.string(PARTITION_KEY)?;
+                let id = pk.strip_prefix(prefix::ORDER).unwrap_or(&pk);
+                Some(
+                    QueueCursor {
+                        at: f.string(INCIDENT_SINCE)?,
+                        order_id: OrderId::parse(id).map_err(StoreError::Internal)?,
+                    }
+                    .to_string(),
+                )
+            }
+            None => None,
+        };
+        Ok(Page { items, next })
+    }
+}
+
+#[async_trait]
+impl OrderListing for DynamoStore {
     async fn list_orders(
         &self,
         since: Option<DateTime<Utc>>,

@@ -8,9 +8,8 @@ use aws_sdk_dynamodb::types::{
 };
 use std::collections::HashMap;
 use std::sync::Arc;
-use store::{
-    Decision, InventoryRepository, KeyRepository, OrderRepository, OrderStatus, StoreError,
-};
+use store::{ApprovalRepository, OrderRecords};
+use store::{Decision, InventoryRepository, KeyRepository, OrderStatus, StoreError};
 use store_dynamodb::DynamoStore;
 use store_dynamodb::create_table;
 use testkit::{

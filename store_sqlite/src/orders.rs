@@ -14,10 +14,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::sync::OnceLock;
 use store::domain::*;
 use store::error::StoreError;
+use store::ports::{ApprovalRepository, IncidentRepository, OrderListing, OrderRecords};
 use store::ports::{
     CancelPlan, CancelRequested, Created, Decided, DecisionPlan, Expiry, FIND_EXAMINED,
-    OrderFilter, OrderRepository, Page, PendingApproval, QueueCursor, Resolved, StatusCounts,
-    warn_if_other_charge,
+    OrderFilter, Page, PendingApproval, QueueCursor, Resolved, StatusCounts, warn_if_other_charge,
 };
 
 const SELECT_ORDER: &str = "SELECT order_id, customer_id, items, currency, payment_method, \
@@ -222,7 +222,7 @@ async fn insert(
 }
 
 #[async_trait]
-impl OrderRepository for SqliteStore {
+impl OrderRecords for SqliteStore {
     async fn create(&self, order: NewOrder, execution_arn: &str) -> Result<Created, StoreError> {
         insert(self, order, execution_arn.to_owned()).await
     }
@@ -284,6 +284,23 @@ impl OrderRepository for SqliteStore {
         update_and_load(self, id, sql, values).await
     }
 
+    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
+        let sql = "UPDATE orders SET shipping_started_at = ?2, updated_at = ?3 \
+                   WHERE order_id = ?1 AND shipping_started_at IS NULL AND cancellation IS NULL \
+                   AND status NOT IN (?4, ?5, ?6)";
+        let values = vec![
+            ts(at).into(),
+            now().into(),
+            OrderStatus::Compensating.as_str().to_owned().into(),
+            OrderStatus::Cancelled.as_str().to_owned().into(),
+            OrderStatus::CompensationFailed.as_str().to_owned().into(),
+        ];
+        update_and_load(self, id, sql.to_owned(), values).await
+    }
+}
+
+#[async_trait]
+impl ApprovalRepository for SqliteStore {
     /// Parks while the order has not passed `AWAITING_APPROVAL` and no decision (and no
     /// cancellation) is recorded. After a decision the order comes back unchanged, still carrying the decision: a worker
     /// that got a fresh token after a crash (the decision was recorded, the answer to the
@@ -402,20 +419,6 @@ impl OrderRepository for SqliteStore {
         .await
     }
 
-    async fn start_shipment(&self, id: &OrderId, at: DateTime<Utc>) -> Result<Order, StoreError> {
-        let sql = "UPDATE orders SET shipping_started_at = ?2, updated_at = ?3 \
-                   WHERE order_id = ?1 AND shipping_started_at IS NULL AND cancellation IS NULL \
-                   AND status NOT IN (?4, ?5, ?6)";
-        let values = vec![
-            ts(at).into(),
-            now().into(),
-            OrderStatus::Compensating.as_str().to_owned().into(),
-            OrderStatus::Cancelled.as_str().to_owned().into(),
-            OrderStatus::CompensationFailed.as_str().to_owned().into(),
-        ];
-        update_and_load(self, id, sql.to_owned(), values).await
-    }
-
     async fn expire_approval(
         &self,
         id: &OrderId,
@@ -492,7 +495,10 @@ impl OrderRepository for SqliteStore {
             QueueCursor::after_approval(p).to_string()
         }))
     }
+}
 
+#[async_trait]
+impl IncidentRepository for SqliteStore {
     async fn record_incident(
         &self,
         id: &OrderId,
@@ -589,7 +595,10 @@ impl OrderRepository for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl OrderListing for SqliteStore {
     /// Keyset pagination (`listing.rs`): by order id, or by creation time and id.
     async fn list_orders(
         &self,

@@ -2,10 +2,8 @@
 //! (two processes) sharing one file without overselling.
 
 use std::sync::Arc;
-use store::{
-    Created, InventoryRepository, KeyRepository, OrderRepository, OrderStatus, PaymentGateway,
-    Reserved,
-};
+use store::{Created, InventoryRepository, KeyRepository, OrderStatus, PaymentGateway, Reserved};
+use store::{OrderListing, OrderRecords};
 use store_sqlite::SCHEMA_VERSION;
 use store_sqlite::SqliteStore;
 use testkit::{execution_arn, keys, line, new_order, order_id, unique};

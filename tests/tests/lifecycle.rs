@@ -10,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use store::OrderRepository;
+use store::OrderRecords;
 
 /// The sandbox values the clients cycle through: each order still completes, some after a
 /// retry, so steps are running (and retrying) when the stop comes.

@@ -2,10 +2,11 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use store::ports::{ApprovalRepository, IncidentRepository, OrderListing, OrderRecords};
 use store::{
     CancelRequested, Cancellation, Charge, Created, Decided, Decision, Expiry, Failure, Incident,
-    NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderRepository, OrderStatus, Page,
-    PendingApproval, QueueCursor, Refund, Resolved, StatusCounts, StoreError,
+    NewOrder, OperatorAction, Order, OrderFilter, OrderId, OrderStatus, Page, PendingApproval,
+    QueueCursor, Refund, Resolved, StatusCounts, StoreError,
 };
 
 /// The text every failure carries: it must never reach a client.
@@ -34,19 +35,23 @@ impl Broken {
 }
 
 #[async_trait]
-impl OrderRepository for Broken {
+impl OrderRecords for Broken {
     async fn create(&self, _: NewOrder, _: &str) -> Result<Created, StoreError> {
         self.fail().await
     }
+
     async fn get(&self, _: &OrderId) -> Result<Option<Order>, StoreError> {
         self.fail().await
     }
+
     async fn record_charge(&self, _: &OrderId, _: &Charge) -> Result<Order, StoreError> {
         self.fail().await
     }
+
     async fn record_refund(&self, _: &OrderId, _: &Refund) -> Result<Order, StoreError> {
         self.fail().await
     }
+
     async fn advance(
         &self,
         _: &OrderId,
@@ -55,6 +60,14 @@ impl OrderRepository for Broken {
     ) -> Result<Order, StoreError> {
         self.fail().await
     }
+
+    async fn start_shipment(&self, _: &OrderId, _: DateTime<Utc>) -> Result<Order, StoreError> {
+        self.fail().await
+    }
+}
+
+#[async_trait]
+impl ApprovalRepository for Broken {
     async fn park_approval(
         &self,
         _: &OrderId,
@@ -64,6 +77,7 @@ impl OrderRepository for Broken {
     ) -> Result<Order, StoreError> {
         self.fail().await
     }
+
     async fn request_cancel(
         &self,
         _: &OrderId,
@@ -71,9 +85,7 @@ impl OrderRepository for Broken {
     ) -> Result<CancelRequested, StoreError> {
         self.fail().await
     }
-    async fn start_shipment(&self, _: &OrderId, _: DateTime<Utc>) -> Result<Order, StoreError> {
-        self.fail().await
-    }
+
     async fn decide(
         &self,
         _: &OrderId,
@@ -84,6 +96,7 @@ impl OrderRepository for Broken {
     ) -> Result<Decided, StoreError> {
         self.fail().await
     }
+
     async fn expire_approval(
         &self,
         _: &OrderId,
@@ -93,6 +106,7 @@ impl OrderRepository for Broken {
     ) -> Result<Expiry, StoreError> {
         self.fail().await
     }
+
     async fn pending_approvals(
         &self,
         _: Option<&QueueCursor>,
@@ -100,6 +114,10 @@ impl OrderRepository for Broken {
     ) -> Result<Page<PendingApproval>, StoreError> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl IncidentRepository for Broken {
     async fn record_incident(
         &self,
         _: &OrderId,
@@ -108,9 +126,11 @@ impl OrderRepository for Broken {
     ) -> Result<Order, StoreError> {
         self.fail().await
     }
+
     async fn record_action(&self, _: &OrderId, _: &OperatorAction) -> Result<Order, StoreError> {
         self.fail().await
     }
+
     async fn resolve_incident(
         &self,
         _: &OrderId,
@@ -118,6 +138,7 @@ impl OrderRepository for Broken {
     ) -> Result<Resolved, StoreError> {
         self.fail().await
     }
+
     async fn open_incidents(
         &self,
         _: Option<&QueueCursor>,
@@ -125,6 +146,10 @@ impl OrderRepository for Broken {
     ) -> Result<Page<Order>, StoreError> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl OrderListing for Broken {
     async fn list_orders(
         &self,
         _: Option<DateTime<Utc>>,

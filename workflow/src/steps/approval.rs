@@ -337,7 +337,7 @@ async fn fail_expired_token(
 
 /// Keeps the parked approvals: heartbeats each parked token, so the engine knows it is held,
 /// and closes the windows past their deadline. The queue is kept in shards
-/// ([`OrderRepository::approval_shards`]); a replica keeps the shards it holds leases on
+/// ([`ApprovalRepository::approval_shards`](store::ApprovalRepository::approval_shards)); a replica keeps the shards it holds leases on
 /// ([`ShardLeases`]), so each token is heartbeaten by one replica, at its shards' share of an
 /// account-wide rate. A token it heartbeat less than two fifths of the heartbeat ago is left
 /// for the next round: while rounds are quick each token is heartbeaten every other round, not
