@@ -91,7 +91,10 @@ async fn give_up_or_retry(
     )
     .await
     {
-        Ok(_) => outcome,
+        Ok(order) => {
+            cx.saga_ended(&order);
+            outcome
+        }
         Err(e) => compensation_failed(e),
     }
 }
@@ -122,8 +125,10 @@ async fn finish_if_last(
     }
     let failure = failure_from(input.failure.as_ref());
     let (error, cause) = (failure.error.clone(), failure.cause.clone());
-    if let Err(e) = cancel(cx.ports.orders.as_ref(), &input.order_id, failure).await {
-        return compensation_failed(e);
+    match cancel(cx.ports.orders.as_ref(), &input.order_id, failure).await {
+        // `CANCELLED`, or `COMPLETED` when the compensation found the order shipped.
+        Ok(order) => cx.saga_ended(&order),
+        Err(e) => return compensation_failed(e),
     }
     output["error"] = json!(error);
     output["cause"] = json!(cause);

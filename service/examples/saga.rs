@@ -1,24 +1,21 @@
 //! The order saga on the embedded default, from a terminal: stocks a few SKUs, places orders
 //! that take each path (completed, approved, declined and compensated, a replayed duplicate, a
-//! conflicting one), and prints what happened. State lives in two SQLite files in a directory,
-//! so a second run shows the first run's orders are still there.
+//! conflicting one), and prints what happened. The service is `serve`'s own composition
+//! (`service::startup::App`) without a listener; state lives in two SQLite files in a
+//! directory, so a second run shows the first run's orders are still there.
 //!
 //! ```text
 //! cargo run --release -p service --example saga [-- DIR]
 //! ```
 
 use anyhow::{Context, Result};
-use engine::{Engine, EngineConfig};
+use engine::EngineError;
 use intake::pricing::RequestedLine;
-use intake::{OrderIntake, OrderRequest, Placed};
-use std::sync::Arc;
+use intake::{OrderRequest, Placed};
+use service::config::Settings;
+use service::startup::{App, open};
 use std::time::Duration;
 use store::{Address, Decision, OrderId, Price};
-use store_sqlite::SqliteStore;
-use workflow::EmbeddedWorkflow;
-use workflow::SagaSettings;
-use workflow::SagaWorkers;
-use workflow::WorkerSettings;
 use workflow::steps::approval::decide;
 
 fn order(
@@ -56,26 +53,13 @@ async fn main() -> Result<()> {
             .unwrap_or_else(|| "saga-demo".into()),
     );
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let engine = Engine::open(EngineConfig::new(dir.join("engine.db")), None).await?;
-    let workflow = Arc::new(EmbeddedWorkflow::setup(engine.clone()).await?);
-    let store = SqliteStore::open(dir.join("store.db"))?;
-    let ports = providers::sandbox::ports(&store);
-    let workers = SagaWorkers::start_embedded(
-        &ports,
-        workflow.clone(),
-        WorkerSettings {
-            poll_wait: Duration::from_millis(500),
-            ..WorkerSettings::default()
-        },
-        Duration::from_secs(30),
-    );
-    let intake = OrderIntake {
-        orders: ports.orders.clone(),
-        inventory: ports.inventory.clone(),
-        workflow: workflow.clone(),
-        settings: SagaSettings::default(),
-        queue: None,
-    };
+    // The service as `serve` composes it, on the files in `dir`, without a listener.
+    let settings = Settings::embedded(&dir.join("store.db"))?;
+    let app = App::build(&settings, open(&settings).await?).await?;
+    let ports = app.state.ports.clone();
+    let intake = app.state.intake.clone();
+    let workflow = app.embedded().context("the embedded backend")?.clone();
+    let engine = workflow.engine().clone();
 
     let eur = |cents| Price {
         cents,
@@ -146,6 +130,11 @@ async fn main() -> Result<()> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+        // The start queue starts the execution a moment after the order is accepted.
+        while let Err(EngineError::ExecutionDoesNotExist(_)) = engine.describe_execution(&arn).await
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let done = engine
             .wait_for_completion(&arn, Duration::from_secs(60))
             .await?;
@@ -189,7 +178,6 @@ async fn main() -> Result<()> {
             s.available, s.reserved, s.shipped
         );
     }
-    workers.stop().await;
-    engine.shutdown().await;
+    app.stop().await;
     Ok(())
 }

@@ -3,6 +3,5 @@
 //! HTTP API and the console, webhook delivery, the repair loop) and runs its commands.
 
 pub mod config;
-pub mod counted_orders;
 pub mod logging;
 pub mod startup;

@@ -766,7 +766,9 @@ async fn a_worker_killed_mid_charge_is_redelivered_and_charges_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_token_lost_in_a_crash_is_reissued_and_parked() {
+    // A window short enough for the heartbeat (as `serve` checks: see `SagaSettings::check`).
     let settings = SagaSettings {
+        approval_timeout: Duration::from_secs(60),
         approval_heartbeat: Duration::from_secs(2),
         ..SagaSettings::default()
     };
@@ -814,7 +816,9 @@ async fn an_approval_token_lost_in_a_crash_is_reissued_and_parked() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_keeper_keeps_a_parked_approval_alive_past_its_heartbeat() {
+    // A window short enough for the heartbeat (as `serve` checks: see `SagaSettings::check`).
     let settings = SagaSettings {
+        approval_timeout: Duration::from_secs(60),
         approval_heartbeat: Duration::from_secs(1),
         ..SagaSettings::default()
     };
@@ -893,8 +897,8 @@ async fn the_keeper_heartbeats_a_token_again_only_once_two_fifths_of_the_heartbe
 /// three seconds long (its tokens lapsing and re-parked meanwhile, as after a restart).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_window_closes_at_its_deadline_however_far_apart_the_keepers_rounds_are() {
-    use workflow::SagaWorkers;
     use workflow::steps::approval::{ApprovalKeeper, KeeperSettings};
+    use workflow::{SagaWorkers, WorkerSettings};
     let mut saga = Saga::start(short_window(3)).await;
     saga.stock("piano", 1).await;
     let order = saga.place(large("o-hourly", "piano")).await;
@@ -924,12 +928,13 @@ async fn a_window_closes_at_its_deadline_however_far_apart_the_keepers_rounds_ar
 
     // And the keeper running so: the order is compensated within the test's deadline, an
     // hour before its next scheduled round.
-    saga.workers = Some(SagaWorkers::start_embedded(
+    let _hourly = SagaWorkers::start_embedded(
         &saga.ports,
+        &saga.app.state.metrics,
         saga.workflow.clone(),
-        harness::worker_settings(),
+        WorkerSettings::default(),
         hour,
-    ));
+    );
     let done = saga.finished(&order).await;
     assert_eq!(
         done.error.as_deref(),
@@ -987,12 +992,14 @@ async fn compensating_an_order_that_already_shipped_keeps_the_sale() {
 
 /// A saga whose payments go through a [`CountingPayments`], to refuse refunds at will.
 async fn with_refusable_refunds() -> (Saga, Arc<CountingPayments>) {
-    let mut saga = Saga::default().await;
-    saga.stop_workers().await;
-    let payments = Arc::new(CountingPayments::new(saga.ports.payments.clone()));
-    saga.ports.payments = payments.clone();
-    saga.start_workers();
-    (saga, payments)
+    let mut counting = None;
+    let saga = Saga::with_payments(SagaSettings::default(), |inner| {
+        let payments = Arc::new(CountingPayments::new(inner));
+        counting = Some(payments.clone());
+        payments
+    })
+    .await;
+    (saga, counting.expect("wrapped"))
 }
 
 /// A refund the provider refuses for good (here: a disputed charge) is not retried: the stock

@@ -504,9 +504,10 @@ async fn a_charge_after_the_compensation_asks_the_provider_nothing() {
         payments: payments.clone(),
         ..saga.ports.clone()
     };
-    let late = workflow::steps::for_activity(Activity::ChargePayment, &ports)
-        .run(task(forward))
-        .await;
+    let late =
+        workflow::steps::for_activity(Activity::ChargePayment, &ports, &telemetry::Metrics::new())
+            .run(task(forward))
+            .await;
     assert!(
         matches!(&late, StepOutcome::Failed { error, .. } if error == "Order.Invalid"),
         "{late:?}"

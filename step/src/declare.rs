@@ -65,6 +65,21 @@ pub struct StepContext {
     /// How many retries the state's definition makes of a transient error (its retrier of
     /// `Store.Unavailable`): a step whose `$$.State.RetryCount` equals it runs its last attempt.
     pub transient_retries: u32,
+    /// The service's metrics: a step that ends an order's saga counts it there
+    /// (`fulfillment_sagas_finished_total`, [`StepContext::saga_ended`]).
+    pub metrics: telemetry::Metrics,
+}
+
+impl StepContext {
+    /// Counts the end of an order's saga when `order`, as a step's write left it, is in a
+    /// terminal status. Steps are delivered at least once, so a redelivery after a crash,
+    /// finding the order already there, counts it again: the count is of ends recorded, not of
+    /// distinct orders.
+    pub fn saga_ended(&self, order: &store::Order) {
+        if order.status.is_terminal() {
+            self.metrics.saga_finished(order.status);
+        }
+    }
 }
 
 /// A step as the registry knows it: declared, and built once at start for its state.

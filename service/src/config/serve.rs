@@ -270,6 +270,25 @@ impl Default for RepairLoopSettings {
     }
 }
 
+impl Settings {
+    /// What `fulfillment serve --db DB` runs with: the embedded backend, its store at `db` and
+    /// its engine's state beside it, every other setting at its default (or its `FULFILLMENT_*`
+    /// variable's value, as for the binary). The test harnesses and the examples start here and
+    /// change what they tune.
+    pub fn embedded(db: &Path) -> Result<Settings, clap::Error> {
+        let argv = [
+            OsStr::new("fulfillment"),
+            OsStr::new("serve"),
+            OsStr::new("--db"),
+            db.as_os_str(),
+        ];
+        match Cli::try_parse_from(argv)?.command {
+            Command::Serve(a) => Ok(Settings::from(*a)),
+            _ => unreachable!("parsed as serve"),
+        }
+    }
+}
+
 impl From<ServeArgs> for Settings {
     fn from(a: ServeArgs) -> Self {
         Settings {

@@ -99,12 +99,9 @@ async fn repair_once(
         settings: SagaSettings::default(),
         queue: None,
     });
-    let reconciler = Reconciler::new(
-        Sources {
-            ports: opened.ports.clone(),
-            executions: Arc::new(WorkflowExecutions::new(opened.workflow.clone())),
-            check_parked_tokens: true,
-        },
+    let reconciler = reconciler(
+        &opened.ports,
+        &opened.workflow,
         intake,
         RepairSettings {
             grace,
@@ -112,6 +109,7 @@ async fn repair_once(
             sole_owner_since: opened.lease_table.is_none().then(chrono::Utc::now),
             ..RepairSettings::default()
         },
+        true,
         Metrics::new(),
     );
     Ok(reconciler.pass(Scope::Whole).await?)

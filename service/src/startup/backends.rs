@@ -3,6 +3,73 @@
 
 use super::*;
 
+/// A backend, opened: the saga's ports and workflow, and what to close at the end.
+pub struct Opened {
+    pub ports: Ports,
+    pub workflow: Arc<dyn WorkflowPort>,
+    pub activity_arns: HashMap<Activity, String>,
+    pub engine: Option<Engine>,
+    /// The embedded backend's workflow as itself, beside [`Opened::workflow`]: the engine's
+    /// own operations (redrive, histories) for the tools and tests that drive it.
+    pub embedded: Option<Arc<EmbeddedWorkflow>>,
+    /// Taken before the backend was opened: on the embedded one, nothing stored before this
+    /// instant can be in flight in this process (see `RepairSettings::sole_owner_since`).
+    pub opened_at: chrono::DateTime<chrono::Utc>,
+    /// The backend's own counters, for `/metrics`.
+    pub sampled: Vec<SampledMetric>,
+    /// Embedded: new orders are started through a start queue. AWS: no queue (each replica is
+    /// stateless, so a request starts its order's execution itself; Step Functions holds it
+    /// from then on). Either way the repair loop starts what a crash left unstarted.
+    pub start_queue: bool,
+    /// Embedded: the store whose orders still `ACCEPTED` at the start (what the last process's
+    /// start queue held when it stopped) are queued again at once ([`requeue_accepted`]),
+    /// rather than left to the repair loop's first pass.
+    pub requeue_from: Option<SqliteStore>,
+    /// AWS: the table that holds the repair loop's lease, shared by the replicas. Embedded:
+    /// `None`, one process owns the backend and always holds the lease ([`Unshared`]).
+    pub lease_table: Option<DynamoStore>,
+    /// The principals and their API keys.
+    pub keys: Arc<dyn KeyRepository>,
+    /// Webhook endpoints and deliveries, and the outbox of order events.
+    pub webhooks: Arc<dyn WebhookRepository>,
+}
+
+impl Opened {
+    pub async fn close(self) {
+        if let Some(engine) = self.engine {
+            engine.shutdown().await;
+        }
+    }
+}
+
+/// Opens the backend `settings` choose, checking first what can be checked (the saga's timing,
+/// the payment provider's key, the carrier): everything [`App::build`] composes the service
+/// from. The binary's `serve`, the test harnesses and the examples all open it here.
+pub async fn open(settings: &Settings) -> Result<Opened, StartupError> {
+    // As AWS would refuse the task: a heartbeat not shorter than the window.
+    settings
+        .saga
+        .check(workflow::definition::heartbeat_retries())
+        .map_err(StartupError::Config)?;
+    let payments = payments(&settings.backend)?;
+    if settings.backend.kind == Backend::Aws && settings.operator_token.is_none() {
+        return Err(StartupError::Config(
+            "--backend aws needs --operator-token (FULFILLMENT_OPERATOR_TOKEN), the same on \
+             every replica"
+                .to_owned(),
+        ));
+    }
+    // Before anything is opened or created: a refused key stops the start cleanly.
+    check_payments(&payments).await?;
+    let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
+    match settings.backend.kind {
+        Backend::Embedded => {
+            open_embedded(&settings.backend, payments, &shipping, settings.retention).await
+        }
+        Backend::Aws => open_aws(&settings.backend, payments, &shipping).await,
+    }
+}
+
 /// The payment provider chosen, checked: the sandbox by default on the embedded backend; the AWS
 /// backend must be told (a deployment never simulates payments by accident).
 pub(super) fn payments(settings: &BackendSettings) -> Result<PaymentsSettings, StartupError> {
@@ -141,6 +208,7 @@ pub(super) async fn open_embedded(
     shipping: &ShippingSettings,
     retention: Option<std::time::Duration>,
 ) -> Result<Opened, StartupError> {
+    let opened_at = chrono::Utc::now();
     let gateway = match &payments {
         PaymentsSettings::Sandbox => None,
         PaymentsSettings::Stripe(c) => Some(stripe(c)?),
@@ -199,10 +267,13 @@ pub(super) async fn open_embedded(
     let (carrier, metric) = carrier(shipping, Arc::new(store.clone()), ports.shipping)?;
     ports.shipping = carrier;
     sampled.extend(metric);
+    let workflow = Arc::new(workflow);
     Ok(Opened {
         ports,
         activity_arns: workflow.activity_arns().clone(),
-        workflow: Arc::new(workflow),
+        workflow: workflow.clone(),
+        embedded: Some(workflow),
+        opened_at,
         sampled,
         engine: Some(engine),
         start_queue: true,
@@ -349,6 +420,7 @@ pub(super) async fn open_aws(
     payments: PaymentsSettings,
     shipping: &ShippingSettings,
 ) -> Result<Opened, StartupError> {
+    let opened_at = chrono::Utc::now();
     let (workflow, store) = connect_aws(settings).await?;
     let (payments, mut sampled) = aws_payments(&store, &payments)?;
     let ports = sandbox::ports(&store);
@@ -363,6 +435,8 @@ pub(super) async fn open_aws(
         ports,
         activity_arns: workflow.activity_arns().clone(),
         workflow: Arc::new(workflow),
+        embedded: None,
+        opened_at,
         engine: None,
         sampled,
         start_queue: false,

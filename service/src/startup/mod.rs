@@ -8,7 +8,6 @@ use crate::config::{
     AuditSettings, AwsSettings, Backend, BackendSettings, EngineSettings, KeysAction, KeysSettings,
     PaymentsSettings, ProvisionSettings, Settings, ShippingSettings,
 };
-use crate::counted_orders::CountedOrders;
 use api::http::auth::Authenticator;
 use api::http::{self, AppState, OperatorToken};
 use api::keys::{KeyError, KeyText};
@@ -42,6 +41,7 @@ use workflow::definition::Activity;
 use workflow::steps::approval::{KeeperSettings, KeeperStats};
 use workflow::{EmbeddedWorkflow, SagaWorkers, WorkerSettings, WorkflowError, WorkflowPort};
 
+mod app;
 mod auditing;
 mod backends;
 mod backup;
@@ -51,9 +51,11 @@ mod process;
 mod provision;
 mod serve;
 
+pub use app::App;
+use app::reconciler;
 pub use auditing::{Audited, run_audit, run_repair};
-pub use backends::aws_sdk_config;
 use backends::*;
+pub use backends::{Opened, aws_sdk_config, open};
 pub use backup::{run_backup, run_restore};
 pub use engine_server::{EngineServer, run_engine};
 use keys::*;
@@ -281,14 +283,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_keeper_heartbeats_five_times_a_window_at_most_once_a_second() {
+    fn the_keeper_heartbeats_five_times_a_window_at_most_five_times_a_second() {
         assert_eq!(
             keeper_interval(Duration::from_secs(300)),
             Duration::from_secs(60)
         );
         assert_eq!(
-            keeper_interval(Duration::from_secs(2)),
-            Duration::from_secs(1)
+            keeper_interval(Duration::from_secs(1)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            keeper_interval(Duration::from_millis(500)),
+            Duration::from_millis(200)
         );
     }
 

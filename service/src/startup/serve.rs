@@ -62,7 +62,7 @@ pub const BLOCKING_THREADS: usize = 8;
 pub(super) struct Background(Option<tokio::runtime::Runtime>);
 
 impl Background {
-    fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
+    pub(super) fn enter(&self) -> Option<tokio::runtime::EnterGuard<'_>> {
         self.0.as_ref().map(|rt| rt.enter())
     }
 }
@@ -101,12 +101,18 @@ pub(super) fn lower_priority() {
 /// The name of the repair loop's lease (`LEASE#repair` in the table).
 pub(super) const REPAIR_LEASE: &str = "repair";
 /// The name of the webhooks' loop's lease (`LEASE#webhooks`).
-const WEBHOOKS_LEASE: &str = "webhooks";
+pub(super) const WEBHOOKS_LEASE: &str = "webhooks";
 
-/// The approval keeper heartbeats parked approvals five times per heartbeat window.
+/// The approval keeper heartbeats parked approvals five times per heartbeat window, at most
+/// five times a second. (It was at most once a second, which let a token whose heartbeat is
+/// a second lapse between two rounds: the floor must stay below a fifth of the shortest
+/// heartbeat `--approval-heartbeat` takes, one second.)
 pub fn keeper_interval(approval_heartbeat: Duration) -> Duration {
-    (approval_heartbeat / 5).max(Duration::from_secs(1))
+    (approval_heartbeat / 5).max(KEEPER_FASTEST)
 }
+
+/// The shortest pause between two of the approval keeper's rounds.
+const KEEPER_FASTEST: Duration = Duration::from_millis(200);
 
 /// The lease name of the approval keeper's shards (`LEASE#keeper-{shard}` on DynamoDB).
 const KEEPER_LEASE: &str = "keeper";
@@ -117,7 +123,7 @@ const KEEPER_LEASE: &str = "keeper";
 /// a round more and keeps them at once: its tokens, last heartbeaten at most a round before the
 /// death, are kept within about three and a half rounds, before their heartbeat lapses (five).
 /// Each replica keeps its shards' share of `--approval-keeper-rate`.
-fn keeper_settings(
+pub(super) fn keeper_settings(
     settings: &Settings,
     lease_table: Option<DynamoStore>,
     stats: Arc<KeeperStats>,
@@ -143,7 +149,7 @@ fn keeper_settings(
 }
 
 /// The keeper's counters as metrics.
-fn keeper_metrics(stats: &Arc<KeeperStats>) -> Vec<SampledMetric> {
+pub(super) fn keeper_metrics(stats: &Arc<KeeperStats>) -> Vec<SampledMetric> {
     let read = |f: fn(&KeeperStats) -> &AtomicU64| {
         let stats = stats.clone();
         Box::new(move || f(&stats).load(Ordering::Relaxed)) as Box<dyn Fn() -> u64 + Send + Sync>
@@ -201,85 +207,17 @@ pub struct Service {
     listener: TcpListener,
     local_addr: SocketAddr,
     bootstrap: Option<BootstrapKeys>,
-    router: axum::Router,
     /// How long a client may take to send its headers (see `http::server::serve`).
     read_timeout: Duration,
-    workers: SagaWorkers,
-    /// The embedded backend's start queue.
-    start_queue: Option<StartQueueTask>,
-    /// The repair loop, unless turned off.
-    repair: Option<RepairLoop>,
-    /// The webhooks' dispatcher and sender.
-    webhooks: Webhooks,
-    /// The embedded backend's engine, closed last.
-    engine: Option<Engine>,
-    /// Where the workers, the keeper and the start queue run.
-    background: Background,
-}
-
-/// A backend, opened: the saga's ports and workflow, and what to close at the end.
-pub(super) struct Opened {
-    pub(super) ports: Ports,
-    pub(super) workflow: Arc<dyn WorkflowPort>,
-    pub(super) activity_arns: HashMap<Activity, String>,
-    pub(super) engine: Option<Engine>,
-    /// The backend's own counters, for `/metrics`.
-    pub(super) sampled: Vec<SampledMetric>,
-    /// Embedded: new orders are started through a start queue. AWS: no queue (each replica is
-    /// stateless, so a request starts its order's execution itself; Step Functions holds it
-    /// from then on). Either way the repair loop starts what a crash left unstarted.
-    pub(super) start_queue: bool,
-    /// Embedded: the store whose orders still `ACCEPTED` at the start (what the last process's
-    /// start queue held when it stopped) are queued again at once ([`requeue_accepted`]),
-    /// rather than left to the repair loop's first pass.
-    pub(super) requeue_from: Option<SqliteStore>,
-    /// AWS: the table that holds the repair loop's lease, shared by the replicas. Embedded:
-    /// `None`, one process owns the backend and always holds the lease ([`Unshared`]).
-    pub(super) lease_table: Option<DynamoStore>,
-    /// The principals and their API keys.
-    pub(super) keys: Arc<dyn KeyRepository>,
-    /// Webhook endpoints and deliveries, and the outbox of order events.
-    pub(super) webhooks: Arc<dyn WebhookRepository>,
-}
-
-impl Opened {
-    pub(super) async fn close(self) {
-        if let Some(engine) = self.engine {
-            engine.shutdown().await;
-        }
-    }
+    app: App,
 }
 
 impl Service {
-    /// Opens the backend (embedded or AWS), starts the workers and binds the listener.
+    /// Binds the listener, opens the backend (embedded or AWS) and builds the [`App`] on it.
     pub async fn start(settings: &Settings) -> Result<Service, StartupError> {
-        // As AWS would refuse the task: a heartbeat not shorter than the window.
-        settings
-            .saga
-            .check(workflow::definition::heartbeat_retries())
-            .map_err(StartupError::Config)?;
-        let payments = payments(&settings.backend)?;
-        if settings.backend.kind == Backend::Aws && settings.operator_token.is_none() {
-            return Err(StartupError::Config(
-                "--backend aws needs --operator-token (FULFILLMENT_OPERATOR_TOKEN), the same on \
-                 every replica"
-                    .to_owned(),
-            ));
-        }
-        // Before anything is opened or created: a refused key stops the start cleanly.
-        check_payments(&payments).await?;
-        let shipping = shipping(settings.shipping.as_ref(), &payments).await?;
         // The address first: a start that cannot serve (a busy port) creates nothing on disk.
         let (listener, local_addr) = bind(settings.listen).await?;
-        // Before the backend is opened: on the embedded one, nothing stored before this
-        // instant can be in flight in this process (see `RepairSettings::sole_owner_since`).
-        let opened_at = chrono::Utc::now();
-        let opened = match settings.backend.kind {
-            Backend::Embedded => {
-                open_embedded(&settings.backend, payments, &shipping, settings.retention).await?
-            }
-            Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
-        };
+        let opened = open(settings).await?;
         // Only a start that opened its backend creates keys (a second instance refused by the
         // engine's lock must not keep keys it never showed).
         let bootstrap = match bootstrap_keys(settings.backend.kind, opened.keys.as_ref()).await {
@@ -289,164 +227,12 @@ impl Service {
                 return Err(e);
             }
         };
-        let auth = Arc::new(Authenticator::with_limits(
-            opened.keys.clone(),
-            settings.operator_token.as_ref().map(OperatorToken::expose),
-            &settings.rate_limits,
-        ));
-        let background = match background_runtime() {
-            Ok(rt) => rt,
-            Err(e) => {
-                opened.close().await;
-                return Err(e);
-            }
-        };
-        // Everything spawned from here to the guard's end runs on the background runtime.
-        let on_background = background.enter();
-        let Opened {
-            ports,
-            workflow,
-            activity_arns,
-            engine,
-            mut sampled,
-            start_queue,
-            requeue_from,
-            lease_table,
-            keys: _,
-            webhooks,
-        } = opened;
-        let (queue, queue_task) = match start_queue {
-            true => {
-                let (queue, task) =
-                    StartQueue::spawn(workflow.clone(), StartQueueSettings::default());
-                let depth = queue.clone();
-                sampled.push(SampledMetric {
-                    kind: SampledKind::Gauge,
-                    name: "start_queue_orders",
-                    help: "Accepted orders whose execution waits in the start queue to be started",
-                    read: Box::new(move || depth.len() as u64),
-                });
-                (Some(queue), Some(task))
-            }
-            false => (None, None),
-        };
-        let keeper_stats = Arc::new(KeeperStats::default());
-        sampled.extend(keeper_metrics(&keeper_stats));
-        let metrics = Metrics::with_sampled(sampled);
-        // The steps' view of the orders counts the sagas they end.
-        let step_ports = Ports {
-            orders: Arc::new(CountedOrders {
-                orders: ports.orders.clone(),
-                metrics: metrics.clone(),
-            }),
-            ..ports.clone()
-        };
-        let workers = SagaWorkers::start(
-            &step_ports,
-            workflow.clone(),
-            move |a| activity_arns[&a].clone(),
-            worker_settings(settings.backend.kind),
-            keeper_settings(settings, lease_table.clone(), keeper_stats)?,
-        );
-        let intake = Arc::new(OrderIntake {
-            orders: ports.orders.clone(),
-            inventory: ports.inventory.clone(),
-            workflow: workflow.clone(),
-            settings: settings.saga.clone(),
-            queue,
-        });
-        if let Some(store) = requeue_from {
-            tokio::spawn(requeue_accepted(store, intake.clone(), opened_at));
-        }
-        let sole_owner_since = lease_table.is_none().then_some(opened_at);
-        let lease_table_for_webhooks = lease_table.clone();
-        let repair = settings.repair.interval.map(|interval| {
-            let lease: Arc<dyn Lease> = match lease_table {
-                Some(table) => Arc::new(DynamoLease::new(
-                    table,
-                    REPAIR_LEASE,
-                    format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
-                    lease_duration(interval),
-                )),
-                None => Arc::new(Unshared),
-            };
-            let reconciler = Reconciler::new(
-                Sources {
-                    ports: ports.clone(),
-                    executions: Arc::new(WorkflowExecutions::new(workflow.clone())),
-                    check_parked_tokens: false,
-                },
-                intake.clone(),
-                RepairSettings {
-                    grace: settings.repair.grace,
-                    sole_owner_since,
-                    ..RepairSettings::default()
-                },
-                metrics.clone(),
-            );
-            if settings.repair.window <= settings.repair.grace {
-                tracing::warn!(
-                    window_s = settings.repair.window.as_secs(),
-                    grace_s = settings.repair.grace.as_secs(),
-                    "the repair window is no longer than the grace: orders left ACCEPTED are \
-                     started by the whole passes only (--repair-whole-every)"
-                );
-            }
-            let plan = Plan {
-                interval,
-                window: settings.repair.window,
-                whole_every: settings.repair.whole_every,
-            };
-            RepairLoop::spawn(Arc::new(reconciler), lease, plan)
-        });
-        let webhook_lease: Arc<dyn Lease> = match &lease_table_for_webhooks {
-            Some(table) => Arc::new(DynamoLease::new(
-                table.clone(),
-                WEBHOOKS_LEASE,
-                format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
-                webhooks::RENEW_EVERY * 5,
-            )),
-            None => Arc::new(Unshared),
-        };
-        let webhook_loop = Webhooks::spawn(
-            webhooks.clone(),
-            webhook_lease,
-            settings.webhooks.clone(),
-            metrics.clone(),
-        );
-        drop(on_background);
-        let finished_so_far = metrics.sagas_finished();
-        let console = console::routes(console::ConsoleState::new(
-            settings.console.clone(),
-            finished_so_far,
-        ));
-        let router = http::router(
-            AppState {
-                ports,
-                workflow,
-                intake,
-                auth,
-                limits: settings.limits.clone(),
-                metrics,
-                readiness: Default::default(),
-                webhooks,
-                webhook_settings: settings.webhooks.clone(),
-                streams: Default::default(),
-            },
-            console,
-        );
         Ok(Service {
             listener,
             local_addr,
             bootstrap,
-            router,
             read_timeout: settings.limits.read_timeout,
-            workers,
-            start_queue: queue_task,
-            repair,
-            webhooks: webhook_loop,
-            engine,
-            background,
+            app: App::build(settings, opened).await?,
         })
     }
 
@@ -461,38 +247,20 @@ impl Service {
     }
 
     /// Serves until `shutdown` completes, then stops accepting, finishes the requests in
-    /// flight, stops the workers (the steps in flight finish and answer) and closes the engine.
+    /// flight, and stops the app (the steps in flight finish and answer; the engine closes).
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), StartupError> {
         let Service {
             listener,
-            router,
             read_timeout,
-            workers,
-            start_queue,
-            repair,
-            webhooks,
-            engine,
-            background,
+            app,
             ..
         } = self;
-        http::server::serve(listener, router, read_timeout, shutdown).await;
-        if let Some(repair) = repair {
-            repair.stop().await;
-        }
-        webhooks.stop().await;
-        if let Some(queue) = start_queue {
-            queue.stop().await;
-        }
-        tracing::info!("HTTP server stopped; stopping the workers");
-        workers.stop().await;
-        if let Some(engine) = engine {
-            engine.shutdown().await;
-            tracing::info!("engine closed");
-        }
-        drop(background);
+        http::server::serve(listener, app.router.clone(), read_timeout, shutdown).await;
+        tracing::info!("HTTP server stopped");
+        app.stop().await;
         tracing::info!("bye");
         Ok(())
     }
@@ -507,7 +275,7 @@ const REQUEUE_PAGE: u32 = 500;
 /// and starts them one at a time. Starts are idempotent by the order id, so an order started
 /// meanwhile (a client's retry) is only found started. A failure leaves the rest to the
 /// repair loop, as before.
-async fn requeue_accepted(
+pub(super) async fn requeue_accepted(
     store: SqliteStore,
     intake: Arc<OrderIntake>,
     opened_at: chrono::DateTime<chrono::Utc>,

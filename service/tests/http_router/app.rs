@@ -1,26 +1,21 @@
-//! The real service behind the router, on temporary SQLite files: the embedded engine, the store
-//! with its sandbox gateways, the saga's workers and order intake, driven without a socket.
+//! The real service behind the router, on temporary SQLite files: `serve`'s own composition
+//! (`service::startup::App`: the embedded engine, the store with its sandbox gateways, the
+//! saga's workers, order intake and its start queue, the repair loop, webhook delivery),
+//! driven without a socket.
 
-use api::http::auth::Authenticator;
-use api::http::rate_limit::RateLimitSettings;
-use api::http::{AppState, HttpLimits, router};
+use api::http::{AppState, HttpLimits, OperatorToken};
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use engine::{Engine, EngineConfig};
 use intake::OrderIntake;
 use serde_json::{Value, json};
+use service::config::Settings;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::{Order, OrderId, OrderRepository, PaymentGateway};
-use store_sqlite::SqliteStore;
-use telemetry::Metrics;
 use tower::ServiceExt;
 use workflow::SagaSettings;
-use workflow::SagaWorkers;
-use workflow::WorkerSettings;
-use workflow::embedded::EmbeddedWorkflow;
 
 /// The operator token the service is started with (`--operator-token`).
 pub const TOKEN: &str = "op-token-7f3a9c1e5b";
@@ -35,7 +30,8 @@ pub struct App {
     pub client_key: String,
     pub router: Router,
     pub state: AppState,
-    _workers: SagaWorkers,
+    /// The composed service: its workers, start queue, repair loop and webhook delivery run.
+    app: service::startup::App,
 }
 
 /// An answer of the router.
@@ -105,14 +101,6 @@ impl Reply {
     }
 }
 
-fn worker_settings() -> WorkerSettings {
-    WorkerSettings {
-        poll_wait: Duration::from_millis(500),
-        heartbeat_interval: Duration::from_secs(2),
-        ..WorkerSettings::default()
-    }
-}
-
 impl App {
     pub async fn start() -> App {
         App::with(SagaSettings::default(), HttpLimits::default()).await
@@ -122,66 +110,47 @@ impl App {
         App::build(settings, limits, |payments| payments).await
     }
 
-    /// The service with its payment gateway (the saga's and the HTTP layer's) wrapped by
-    /// `payments`.
+    /// The service as `serve` composes it ([`service::startup::App`]) on temporary files, with
+    /// its payment gateway (the saga's and the HTTP layer's) wrapped by `payments`.
     pub async fn build(
-        settings: SagaSettings,
+        saga: SagaSettings,
         limits: HttpLimits,
         payments: impl FnOnce(Arc<dyn PaymentGateway>) -> Arc<dyn PaymentGateway>,
     ) -> App {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
+        let mut settings = Settings::embedded(&dir.path().join("store.db")).unwrap();
+        settings.saga = saga;
+        settings.limits = limits;
+        settings.operator_token = Some(OperatorToken::new(TOKEN));
+        // Requests through the router have no peer address: they would all share one
+        // failed-authentication budget, which the credential tests spend many times over.
+        // The limits have tests of their own (`rate_limit`, tests/tests/rate_limits.rs).
+        settings.rate_limits.failed_auth_per_minute = NonZeroU32::MAX;
+        let mut opened = service::startup::open(&settings).await.unwrap();
+        opened.ports.payments = payments(opened.ports.payments);
+        let (client_key, _) = api::keys::create(opened.keys.as_ref(), CLIENT, store::Role::Client)
             .await
             .unwrap();
-        let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
-        let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let (client_key, _) = api::keys::create(&store, CLIENT, store::Role::Client)
+        let app = service::startup::App::build(&settings, opened)
             .await
             .unwrap();
-        let mut ports = providers::sandbox::ports(&store);
-        ports.payments = payments(ports.payments);
-        let intake = Arc::new(OrderIntake {
-            orders: ports.orders.clone(),
-            inventory: ports.inventory.clone(),
-            workflow: workflow.clone(),
-            settings,
-            queue: None,
-        });
-        let workers = SagaWorkers::start_embedded(
-            &ports,
-            workflow.clone(),
-            worker_settings(),
-            Duration::from_millis(300),
-        );
-        let state = AppState {
-            ports,
-            workflow,
-            intake,
-            // Requests through the router have no peer address: they would all share one
-            // failed-authentication budget, which the credential tests spend many times over.
-            // The limits have tests of their own (`rate_limit`, tests/tests/rate_limits.rs).
-            auth: Arc::new(Authenticator::with_limits(
-                Arc::new(store.clone()),
-                Some(TOKEN),
-                &RateLimitSettings {
-                    failed_auth_per_minute: NonZeroU32::MAX,
-                    ..RateLimitSettings::default()
-                },
-            )),
-            limits,
-            metrics: Metrics::new(),
-            readiness: Default::default(),
-            webhooks: Arc::new(store.clone()),
-            webhook_settings: Default::default(),
-            streams: Default::default(),
-        };
         App {
             dir,
             client_key: client_key.expose().to_owned(),
-            router: with_console(state.clone()),
-            state,
-            _workers: workers,
+            router: app.router.clone(),
+            state: app.state.clone(),
+            app,
         }
+    }
+
+    /// Stops the saga's workers and the approval keeper (see `service::startup::App`).
+    pub async fn stop_workers(&mut self) {
+        self.app.stop_workers().await;
+    }
+
+    /// Starts them again.
+    pub fn start_workers(&mut self) {
+        self.app.start_workers();
     }
 
     /// The same service with another order repository (for the HTTP layer and order intake).
@@ -195,7 +164,7 @@ impl App {
             settings: self.state.intake.settings.clone(),
             queue: None,
         });
-        with_console(state)
+        self.app.router_for(state)
     }
 
     /// The same service with another workflow port for the HTTP layer (the saga's workers keep
@@ -203,7 +172,7 @@ impl App {
     pub fn with_workflow(&self, workflow: Arc<dyn workflow::WorkflowPort>) -> Router {
         let mut state = self.state.clone();
         state.workflow = workflow;
-        with_console(state)
+        self.app.router_for(state)
     }
 
     /// The same service with another payment gateway for the HTTP layer (the saga's workers keep
@@ -211,7 +180,7 @@ impl App {
     pub fn with_payments(&self, payments: Arc<dyn PaymentGateway>) -> Router {
         let mut state = self.state.clone();
         state.ports.payments = payments;
-        with_console(state)
+        self.app.router_for(state)
     }
 
     /// Sends `request` as the client [`CLIENT`] unless it carries an `Authorization` of its own.
@@ -317,7 +286,7 @@ impl App {
         };
         (
             count("store.db", "orders"),
-            count("engine.db", "executions"),
+            count("store.engine.db", "executions"),
         )
     }
 
@@ -427,9 +396,4 @@ pub fn small(id: &str, sku: &str) -> Value {
 /// One unit of `sku` at 2,500.00: needs approval.
 pub fn large(id: &str, sku: &str) -> Value {
     order(id, &[(sku, 1, 250_000)])
-}
-
-/// The service's router with the operator console, as `serve` composes it.
-fn with_console(state: AppState) -> Router {
-    router(state, console::routes(console::ConsoleState::default()))
 }

@@ -145,18 +145,19 @@ async fn deciding_after_the_window_ran_out_is_409_approval_expired() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_decision_after_the_deadline_closes_the_window_before_one_made_earlier_can_land() {
-    // A long heartbeat: the parked task does not lapse, and the keeper's next round is far
-    // off, so the late decision below meets a window whose deadline has passed but which
-    // nobody has closed yet.
+    // The keeper stopped once the order is parked (its replica died, or it is behind), so the
+    // late decision below meets a window whose deadline has passed but which nobody has
+    // closed yet.
     let settings = SagaSettings {
-        approval_timeout: Duration::from_secs(1),
-        approval_heartbeat: Duration::from_secs(600),
+        approval_timeout: Duration::from_secs(3),
+        approval_heartbeat: Duration::from_secs(2),
         ..SagaSettings::default()
     };
-    let app = App::with(settings, HttpLimits::default()).await;
+    let mut app = App::with(settings, HttpLimits::default()).await;
     app.stock("piano", 1, 250_000).await;
     app.post("/orders", &large("o-18", "piano")).await;
     let parked = app.reaches("o-18", "AWAITING_APPROVAL").await;
+    app.stop_workers().await;
     let deadline: chrono::DateTime<chrono::Utc> = parked["approval"]["deadline"]
         .as_str()
         .unwrap()
@@ -188,6 +189,7 @@ async fn a_decision_after_the_deadline_closes_the_window_before_one_made_earlier
         !matches!(late, store::Decided::Applied { .. }),
         "a decision landed after the window was reported closed: {late:?}"
     );
+    app.start_workers();
     let cancelled = app.reaches("o-18", "CANCELLED").await;
     assert_eq!(cancelled["failure"]["error"], "Order.ApprovalExpired");
     assert_eq!(cancelled["approval"]["decision"], Value::Null);

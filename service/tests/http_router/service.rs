@@ -66,6 +66,31 @@ async fn metrics_count_requests_and_outcomes_and_never_show_the_token() {
     assert!(!text.contains("nowhere"));
 }
 
+/// The steps that end a saga count it (`ship`, the last compensation), through the service's
+/// own composition: a completed order and a declined one, each counted once by its status.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_each_saga_where_it_ends_by_its_final_status() {
+    let app = App::start().await;
+    app.stock("book", 5, 2_500).await;
+    app.post("/orders", &small("o-22", "book")).await;
+    let mut declined = small("o-23", "book");
+    declined["paymentMethod"] = json!("pm_card_chargeDeclined");
+    app.post("/orders", &declined).await;
+    assert_eq!(app.settled("o-22").await["status"], "COMPLETED");
+    assert_eq!(app.settled("o-23").await["status"], "CANCELLED");
+    let text = app.get("/metrics").await.text();
+    for needle in [
+        "fulfillment_sagas_finished_total{status=\"COMPLETED\"} 1\n",
+        "fulfillment_sagas_finished_total{status=\"CANCELLED\"} 1\n",
+    ] {
+        assert!(text.contains(needle), "no {needle} in\n{text}");
+    }
+    assert!(
+        !text.contains("fulfillment_sagas_finished_total{status=\"COMPENSATION_FAILED\"} 1"),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn openapi_json_parses_and_lists_every_path() {
     let app = App::start().await;

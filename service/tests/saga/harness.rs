@@ -1,21 +1,20 @@
-//! A whole saga on real SQLite files: the embedded engine, the store with its sandbox gateways,
-//! the workers and the keeper, and order intake.
+//! A whole saga on real SQLite files, as `serve` composes it (`service::startup::App`): the
+//! embedded engine, the store with its sandbox gateways, the workers and the keeper, and order
+//! intake with its start queue.
 
-use engine::{
-    Engine, EngineConfig, ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput,
-};
+use engine::{ExecutionDescription, ExecutionStatus, GetExecutionHistoryInput};
 use intake::pricing::RequestedLine;
 use intake::{OrderIntake, OrderRequest, Placed};
+use service::config::Settings;
+use service::startup::App;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::Ports;
 use store::{Address, Order, OrderId, OrderStatus, Price};
-use store_sqlite::SqliteStore;
+use store::{PaymentGateway, Ports};
 use workflow::SagaSettings;
-use workflow::SagaWorkers;
 use workflow::definition::Activity;
 use workflow::embedded::EmbeddedWorkflow;
-use workflow::{Step, StepTask, WorkerSettings};
+use workflow::{Step, StepTask};
 
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -23,43 +22,36 @@ pub struct Saga {
     _dir: tempfile::TempDir,
     pub ports: Ports,
     pub workflow: Arc<EmbeddedWorkflow>,
-    pub intake: OrderIntake,
-    pub workers: Option<SagaWorkers>,
-}
-
-pub fn worker_settings() -> WorkerSettings {
-    WorkerSettings {
-        poll_wait: Duration::from_millis(500),
-        heartbeat_interval: Duration::from_secs(2),
-        ..WorkerSettings::default()
-    }
+    pub intake: Arc<OrderIntake>,
+    /// `serve`'s own composition, on temporary files: the workers, the keeper and the start
+    /// queue run; the repair loop does not (the tests run its passes by hand).
+    pub app: App,
 }
 
 impl Saga {
-    pub async fn start(settings: SagaSettings) -> Saga {
+    pub async fn start(saga: SagaSettings) -> Saga {
+        Saga::with_payments(saga, |payments| payments).await
+    }
+
+    /// The saga with its payment gateway (the steps' and the repair's) wrapped by `payments`.
+    pub async fn with_payments(
+        saga: SagaSettings,
+        payments: impl FnOnce(Arc<dyn PaymentGateway>) -> Arc<dyn PaymentGateway>,
+    ) -> Saga {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Engine::open(EngineConfig::new(dir.path().join("engine.db")), None)
-            .await
-            .unwrap();
-        let workflow = Arc::new(EmbeddedWorkflow::setup(engine).await.unwrap());
-        let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
-        let ports = providers::sandbox::ports(&store);
-        let intake = OrderIntake {
-            orders: ports.orders.clone(),
-            inventory: ports.inventory.clone(),
-            workflow: workflow.clone(),
-            settings,
-            queue: None,
-        };
-        let mut saga = Saga {
+        let mut settings = Settings::embedded(&dir.path().join("store.db")).unwrap();
+        settings.saga = saga;
+        settings.repair.interval = None;
+        let mut opened = service::startup::open(&settings).await.unwrap();
+        opened.ports.payments = payments(opened.ports.payments);
+        let app = App::build(&settings, opened).await.unwrap();
+        Saga {
             _dir: dir,
-            ports,
-            workflow,
-            intake,
-            workers: None,
-        };
-        saga.start_workers();
-        saga
+            ports: app.state.ports.clone(),
+            workflow: app.embedded().expect("the embedded backend").clone(),
+            intake: app.state.intake.clone(),
+            app,
+        }
     }
 
     /// A compensation's first task for order `id`, with the input the definition gives it:
@@ -79,7 +71,7 @@ impl Saga {
 
     /// The step the workers run for `activity`, to run by hand.
     pub fn step(&self, activity: Activity) -> Arc<dyn Step> {
-        workflow::steps::for_activity(activity, &self.ports)
+        workflow::steps::for_activity(activity, &self.ports, &self.app.state.metrics)
     }
 
     pub async fn default() -> Saga {
@@ -87,18 +79,11 @@ impl Saga {
     }
 
     pub fn start_workers(&mut self) {
-        self.workers = Some(SagaWorkers::start_embedded(
-            &self.ports,
-            self.workflow.clone(),
-            worker_settings(),
-            Duration::from_millis(300),
-        ));
+        self.app.start_workers();
     }
 
     pub async fn stop_workers(&mut self) {
-        if let Some(w) = self.workers.take() {
-            w.stop().await;
-        }
+        self.app.stop_workers().await;
     }
 
     /// Stocks `available` units of `sku` at its [`catalog_cents`] price in EUR.
@@ -136,24 +121,40 @@ impl Saga {
             .unwrap()
     }
 
-    /// Waits until the order's execution has ended.
+    /// Waits until the order's execution has ended (and, first, until the start queue has
+    /// started it).
     pub async fn finished(&self, order: &Order) -> ExecutionDescription {
         let arn = order
             .execution_arn
             .as_deref()
             .expect("the order has an execution");
-        let d = self
-            .workflow
-            .engine()
-            .wait_for_completion(arn, DEADLINE)
-            .await
-            .unwrap();
-        assert_ne!(
-            d.status,
-            ExecutionStatus::Running,
-            "{} did not finish in time",
-            order.id()
-        );
+        // The start queue starts the execution a moment after the order is accepted: until
+        // then there is none to wait on (or the wait, begun before the start, ends at once).
+        let deadline = Instant::now() + DEADLINE;
+        let d = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.workflow.engine().wait_for_completion(arn, left).await {
+                Err(engine::EngineError::ExecutionDoesNotExist(_)) if !left.is_zero() => {}
+                Ok(d) if d.status == ExecutionStatus::Running && !left.is_zero() => {}
+                done => break done.unwrap(),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        if d.status == ExecutionStatus::Running {
+            let last: Vec<String> = self
+                .event_types(order)
+                .await
+                .into_iter()
+                .rev()
+                .take(8)
+                .collect();
+            let now = self.order(order.id().as_str()).await;
+            panic!(
+                "{} did not finish in time: it is {:?}, its history ends (last first) {last:?}",
+                order.id(),
+                now.status
+            );
+        }
         d
     }
 

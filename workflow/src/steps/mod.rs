@@ -15,6 +15,7 @@ use crate::definition;
 use std::sync::Arc;
 use step::{Declaration, Declared, Step, StepContext};
 use store::Ports;
+use telemetry::Metrics;
 
 /// Declares the registry: the forward steps in the order the definition runs them, each as
 /// `module::Type` (its file in this folder), then the compensations in the order they run, each
@@ -113,10 +114,11 @@ impl Activity {
     }
 }
 
-/// The step that serves `activity`, over `ports`.
-pub fn for_activity(activity: Activity, ports: &Ports) -> Arc<dyn Step> {
+/// The step that serves `activity`, over `ports`, counting the sagas it ends in `metrics`.
+pub fn for_activity(activity: Activity, ports: &Ports, metrics: &Metrics) -> Arc<dyn Step> {
     activity.build(&StepContext {
         ports: ports.clone(),
+        metrics: metrics.clone(),
         state: activity.state(),
         transient_retries: definition::transient_retries(activity.state()),
     })

@@ -7,10 +7,10 @@ use step::{
     Declaration, Declared, ErrorName, OrderInput, Port, SHIPPING_ERRORS, Step, StepContext,
     StepOutcome, StepTask, attempt, cancelled, failed, gateway_failed, store_failed,
 };
-use store::{OrderStatus, Ports, ShipmentRequest};
+use store::{OrderStatus, ShipmentRequest};
 
 pub struct CreateShipment {
-    pub ports: Ports,
+    cx: StepContext,
 }
 
 impl Declared for CreateShipment {
@@ -27,9 +27,7 @@ impl Declared for CreateShipment {
     };
 
     fn build(cx: &StepContext) -> Self {
-        CreateShipment {
-            ports: cx.ports.clone(),
-        }
+CreateShipment { cx: cx.clone() }
     }
 }
 
@@ -40,6 +38,7 @@ impl Step for CreateShipment {
         // The point of no return, marked before the carrier is asked: from here on a
         // cancellation is refused; one recorded first stops the shipment.
         let order = match self
+            .cx
             .ports
             .orders
             .start_shipment(&input.order_id, chrono::Utc::now())
@@ -69,20 +68,22 @@ impl Step for CreateShipment {
             address: order.new.shipping_address.clone(),
             lines: lines_of(&order),
         };
-        let shipment = match self.ports.shipping.create_shipment(&request).await {
+        let shipment = match self.cx.ports.shipping.create_shipment(&request).await {
             Ok(s) => s,
             Err(e) => return gateway_failed(e, SHIPPING_ERRORS),
         };
-        if let Err(e) = self.ports.inventory.mark_shipped(&input.order_id).await {
+        if let Err(e) = self.cx.ports.inventory.mark_shipped(&input.order_id).await {
             return store_failed(&e);
         }
-        if let Err(e) = self
+        match self
+            .cx
             .ports
             .orders
             .advance(&input.order_id, OrderStatus::Completed, None)
             .await
         {
-            return store_failed(&e);
+            Ok(order) => self.cx.saga_ended(&order),
+            Err(e) => return store_failed(&e),
         }
         StepOutcome::Done(json!({
             "shipmentId": shipment.shipment_id,

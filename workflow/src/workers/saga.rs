@@ -10,6 +10,7 @@ use crate::{EmbeddedWorkflow, steps};
 use std::sync::Arc;
 use std::time::Duration;
 use store::Ports;
+use telemetry::Metrics;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -21,10 +22,11 @@ pub struct SagaWorkers {
 }
 
 impl SagaWorkers {
-    /// Starts a worker for every activity (`activity_arn` names each one's ARN) and the keeper
-    /// of parked approvals.
+    /// Starts a worker for every activity (`activity_arn` names each one's ARN), its step
+    /// counting the sagas it ends in `metrics`, and the keeper of parked approvals.
     pub fn start(
         ports: &Ports,
+        metrics: &Metrics,
         workflow: Arc<dyn WorkflowPort>,
         activity_arn: impl Fn(Activity) -> String,
         settings: WorkerSettings,
@@ -34,7 +36,7 @@ impl SagaWorkers {
             .into_iter()
             .fold(
                 WorkerPool::builder(workflow.clone()).settings(settings),
-                |pool, a| pool.step(activity_arn(a), steps::for_activity(a, ports)),
+                |pool, a| pool.step(activity_arn(a), steps::for_activity(a, ports, metrics)),
             )
             .start();
         let (stop_keeper, stop) = watch::channel(false);
@@ -50,6 +52,7 @@ impl SagaWorkers {
     /// running rounds every `keeper_interval` over the whole queue.
     pub fn start_embedded(
         ports: &Ports,
+        metrics: &Metrics,
         workflow: Arc<EmbeddedWorkflow>,
         settings: WorkerSettings,
         keeper_interval: Duration,
@@ -57,6 +60,7 @@ impl SagaWorkers {
         let arns = workflow.clone();
         SagaWorkers::start(
             ports,
+            metrics,
             workflow,
             move |a| arns.activity_arn(a).to_owned(),
             settings,
