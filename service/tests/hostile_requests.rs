@@ -299,6 +299,9 @@ async fn an_order_id_in_a_path_that_is_no_id_is_404() {
     let app = App::start().await;
     app.stock("book", 5, 2_500).await;
     app.post("/orders", &small("o-1", "book")).await;
+    // Its execution started (by the start queue, a moment after the 202) and ended: the
+    // footprint below is one order and one execution, whatever the requests after it do.
+    app.settled("o-1").await;
     let (long, huge) = ("x".repeat(81), "x".repeat(5_000));
     for id in [
         "%2E%2E%2Fo-1",
