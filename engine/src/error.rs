@@ -41,6 +41,20 @@ pub enum EngineError {
     TaskTimedOut(String),
     #[error("ValidationException: {0}")]
     Validation(String),
+    /// A version or alias call that contradicts what is stored: a `revisionId` that is not the
+    /// current one, an alias of the same name with another routing, deleting a version an
+    /// alias routes to.
+    #[error("ConflictException: {0}")]
+    Conflict(String),
+    /// `UpdateStateMachine` with neither a definition nor a role.
+    #[error("MissingRequiredParameter: {0}")]
+    MissingRequiredParameter(String),
+    /// A version or alias that does not exist (AWS answers `ResourceNotFound`).
+    #[error("ResourceNotFound: {0}")]
+    ResourceNotFound(String),
+    /// More versions (1,000) or aliases (100) of one machine than AWS allows.
+    #[error("ServiceQuotaExceededException: {0}")]
+    ServiceQuotaExceeded(String),
     /// The engine is shutting down or its storage failed; the call may be retried later.
     #[error("ServiceUnavailable: {0}")]
     Unavailable(String),
@@ -71,6 +85,10 @@ impl EngineError {
             EngineError::TaskDoesNotExist(_) => "TaskDoesNotExist",
             EngineError::TaskTimedOut(_) => "TaskTimedOut",
             EngineError::Validation(_) => "ValidationException",
+            EngineError::Conflict(_) => "ConflictException",
+            EngineError::MissingRequiredParameter(_) => "MissingRequiredParameter",
+            EngineError::ResourceNotFound(_) => "ResourceNotFound",
+            EngineError::ServiceQuotaExceeded(_) => "ServiceQuotaExceededException",
             EngineError::Unavailable(_) => "ServiceUnavailable",
             EngineError::Internal(_) => "InternalError",
         }
@@ -98,6 +116,10 @@ impl EngineError {
             | EngineError::TaskDoesNotExist(m)
             | EngineError::TaskTimedOut(m)
             | EngineError::Validation(m)
+            | EngineError::Conflict(m)
+            | EngineError::MissingRequiredParameter(m)
+            | EngineError::ResourceNotFound(m)
+            | EngineError::ServiceQuotaExceeded(m)
             | EngineError::Unavailable(m)
             | EngineError::Internal(m) => m,
         }

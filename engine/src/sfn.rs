@@ -45,13 +45,111 @@ impl ExecutionStatus {
     }
 }
 
+/// A machine (its current revision) or one of its versions, as `DescribeStateMachine` shows it.
 #[derive(Debug, Clone)]
 pub struct StateMachineInfo {
+    /// The machine's ARN, or the version's when a version was described.
     pub state_machine_arn: String,
     pub name: String,
     pub definition: String,
     pub role_arn: String,
+    /// When the machine was created, or the version published.
     pub creation_date: DateTime<Utc>,
+    /// The revision described; `None` for the one `CreateStateMachine` stored (AWS shows none
+    /// until the first update; `INITIAL` names it in `PublishStateMachineVersion`).
+    pub revision_id: Option<String>,
+    /// A version's description.
+    pub description: Option<String>,
+}
+
+/// `CreateStateMachine` with AWS's optional members.
+#[derive(Debug, Clone, Default)]
+pub struct CreateStateMachineInput {
+    pub name: String,
+    pub definition: String,
+    pub role_arn: Option<String>,
+    /// Also publish the definition as version 1.
+    pub publish: bool,
+    /// The published version's description (only with `publish`).
+    pub version_description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CreateStateMachineOutput {
+    pub state_machine_arn: String,
+    pub creation_date: DateTime<Utc>,
+    pub state_machine_version_arn: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct UpdateStateMachineInput {
+    /// The machine's own ARN (a version cannot be updated).
+    pub state_machine_arn: String,
+    pub definition: Option<String>,
+    pub role_arn: Option<String>,
+    /// Publish the resulting revision as a version.
+    pub publish: bool,
+    pub version_description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpdateStateMachineOutput {
+    pub update_date: DateTime<Utc>,
+    pub revision_id: String,
+    pub state_machine_version_arn: Option<String>,
+}
+
+/// A published version: `PublishStateMachineVersion`'s answer and an entry of
+/// `ListStateMachineVersions`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionListItem {
+    pub state_machine_version_arn: String,
+    pub creation_date: DateTime<Utc>,
+}
+
+/// One route of an alias: the share of its starts (0–100) that run a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoutingConfiguration {
+    pub state_machine_version_arn: String,
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CreateStateMachineAliasInput {
+    pub name: String,
+    pub description: Option<String>,
+    pub routing_configuration: Vec<RoutingConfiguration>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct UpdateStateMachineAliasInput {
+    pub state_machine_alias_arn: String,
+    pub description: Option<String>,
+    /// `None` keeps the routing.
+    pub routing_configuration: Option<Vec<RoutingConfiguration>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AliasDescription {
+    pub state_machine_alias_arn: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub routing_configuration: Vec<RoutingConfiguration>,
+    pub creation_date: DateTime<Utc>,
+    pub update_date: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AliasListItem {
+    pub state_machine_alias_arn: String,
+    pub creation_date: DateTime<Utc>,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next_token: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -115,6 +213,10 @@ pub struct ExecutionDescription {
     pub redrive_status: RedriveStatus,
     /// Why not, in AWS's words, when NOT_REDRIVABLE.
     pub redrive_status_reason: Option<String>,
+    /// The version it runs, when started by a version or through an alias.
+    pub state_machine_version_arn: Option<String>,
+    /// The alias it was started through.
+    pub state_machine_alias_arn: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

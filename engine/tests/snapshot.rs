@@ -119,6 +119,8 @@ fn fixture_info() -> ExecInfo {
         state_machine_arn: "arn:aws:states:us-east-1:123456789012:stateMachine:snapshot".to_owned(),
         state_machine_name: "snapshot".to_owned(),
         role_arn: "arn:aws:iam::123456789012:role/StepFunctionsEngine".to_owned(),
+        state_machine_version_arn: None,
+        state_machine_alias_arn: None,
         start_time: Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap(),
         input: fixture_input(),
     }

@@ -65,6 +65,11 @@ impl From<EngineError> for SfnError {
         let name = e.aws_name();
         match &e {
             EngineError::Unavailable(_) | EngineError::Internal(_) => SfnError::internal(name, &e),
+            // AWS answers ConflictException with 409.
+            EngineError::Conflict(_) => SfnError {
+                status: StatusCode::CONFLICT,
+                ..SfnError::client(name, e.message())
+            },
             _ => SfnError::client(name, e.message()),
         }
     }

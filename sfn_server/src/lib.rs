@@ -2,8 +2,10 @@
 //! `X-Amz-Target: AWSStepFunctions.<Operation>`) over the embedded [`Engine`], so the AWS CLI
 //! and any AWS SDK can drive it. Requests are not authenticated (SigV4 headers are ignored).
 
+mod aliases;
 mod error;
 mod ops;
+mod versions;
 
 pub use error::SfnError;
 
@@ -116,6 +118,36 @@ async fn dispatch(State(endpoint): State<Endpoint>, headers: HeaderMap, body: By
             "SendTaskSuccess" => answer(ops::send_task_success(engine, parse(&body)?).await),
             "SendTaskFailure" => answer(ops::send_task_failure(engine, parse(&body)?).await),
             "SendTaskHeartbeat" => answer(ops::send_task_heartbeat(engine, parse(&body)?).await),
+            "UpdateStateMachine" => {
+                answer(versions::update_state_machine(engine, parse(&body)?).await)
+            }
+            "PublishStateMachineVersion" => {
+                answer(versions::publish_state_machine_version(engine, parse(&body)?).await)
+            }
+            "ListStateMachineVersions" => {
+                answer(versions::list_state_machine_versions(engine, parse(&body)?).await)
+            }
+            "DeleteStateMachineVersion" => {
+                answer(versions::delete_state_machine_version(engine, parse(&body)?).await)
+            }
+            "DescribeStateMachineForExecution" => {
+                answer(versions::describe_state_machine_for_execution(engine, parse(&body)?).await)
+            }
+            "CreateStateMachineAlias" => {
+                answer(aliases::create_state_machine_alias(engine, parse(&body)?).await)
+            }
+            "UpdateStateMachineAlias" => {
+                answer(aliases::update_state_machine_alias(engine, parse(&body)?).await)
+            }
+            "DescribeStateMachineAlias" => {
+                answer(aliases::describe_state_machine_alias(engine, parse(&body)?).await)
+            }
+            "ListStateMachineAliases" => {
+                answer(aliases::list_state_machine_aliases(engine, parse(&body)?).await)
+            }
+            "DeleteStateMachineAlias" => {
+                answer(aliases::delete_state_machine_alias(engine, parse(&body)?).await)
+            }
             _ => Err(SfnError::unknown_operation(target)),
         }
     }

@@ -4,15 +4,15 @@
 use super::SfnError;
 use chrono::{DateTime, Utc};
 use engine::{
-    Engine, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput, RedriveStatus,
-    StartExecutionInput, Timestamps,
+    CreateStateMachineInput, Engine, ExecutionStatus, GetExecutionHistoryInput,
+    ListExecutionsInput, RedriveStatus, StartExecutionInput, StateMachineInfo, Timestamps,
 };
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use std::time::Duration;
 
 /// A required member, or ValidationException naming it.
-fn required<T>(value: Option<T>, member: &str) -> Result<T, SfnError> {
+pub(crate) fn required<T>(value: Option<T>, member: &str) -> Result<T, SfnError> {
     value.ok_or_else(|| {
         SfnError::validation(format!(
             "1 validation error detected: '{member}' is required"
@@ -21,7 +21,7 @@ fn required<T>(value: Option<T>, member: &str) -> Result<T, SfnError> {
 }
 
 /// AWS JSON 1.0 encodes timestamps as epoch seconds with a fraction.
-fn ser_epoch<S: Serializer>(date: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_epoch<S: Serializer>(date: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     Timestamps::EpochSeconds.write(date).serialize(s)
 }
 
@@ -74,6 +74,9 @@ pub struct CreateStateMachineIn {
     role_arn: Option<String>,
     #[serde(rename = "type")]
     kind: Option<String>,
+    #[serde(default)]
+    publish: bool,
+    version_description: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -82,6 +85,8 @@ pub struct CreateStateMachineOut {
     state_machine_arn: String,
     #[serde(serialize_with = "ser_epoch")]
     creation_date: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_machine_version_arn: Option<String>,
 }
 
 pub async fn create_state_machine(
@@ -99,12 +104,19 @@ pub async fn create_state_machine(
     }
     let name = required(req.name, "name")?;
     let definition = required(req.definition, "definition")?;
-    let info = engine
-        .create_state_machine(&name, &definition, req.role_arn.as_deref())
+    let created = engine
+        .create_state_machine_with(CreateStateMachineInput {
+            name,
+            definition,
+            role_arn: req.role_arn,
+            publish: req.publish,
+            version_description: req.version_description,
+        })
         .await?;
     Ok(CreateStateMachineOut {
-        state_machine_arn: info.state_machine_arn,
-        creation_date: info.creation_date,
+        state_machine_arn: created.state_machine_arn,
+        creation_date: created.creation_date,
+        state_machine_version_arn: created.state_machine_version_arn,
     })
 }
 
@@ -126,6 +138,26 @@ pub struct DescribeStateMachineOut {
     kind: &'static str,
     #[serde(serialize_with = "ser_epoch")]
     creation_date: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+}
+
+impl From<StateMachineInfo> for DescribeStateMachineOut {
+    fn from(info: StateMachineInfo) -> Self {
+        DescribeStateMachineOut {
+            state_machine_arn: info.state_machine_arn,
+            name: info.name,
+            status: "ACTIVE",
+            definition: info.definition,
+            role_arn: info.role_arn,
+            kind: "STANDARD",
+            creation_date: info.creation_date,
+            revision_id: info.revision_id,
+            description: info.description,
+        }
+    }
 }
 
 pub async fn describe_state_machine(
@@ -133,16 +165,7 @@ pub async fn describe_state_machine(
     req: DescribeStateMachineIn,
 ) -> Result<DescribeStateMachineOut, SfnError> {
     let arn = required(req.state_machine_arn, "stateMachineArn")?;
-    let info = engine.describe_state_machine(&arn).await?;
-    Ok(DescribeStateMachineOut {
-        state_machine_arn: info.state_machine_arn,
-        name: info.name,
-        status: "ACTIVE",
-        definition: info.definition,
-        role_arn: info.role_arn,
-        kind: "STANDARD",
-        creation_date: info.creation_date,
-    })
+    Ok(engine.describe_state_machine(&arn).await?.into())
 }
 
 #[derive(Deserialize)]
@@ -214,6 +237,10 @@ pub struct DescribeExecutionOut {
     redrive_status: RedriveStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     redrive_status_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_machine_version_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_machine_alias_arn: Option<String>,
 }
 
 pub async fn describe_execution(
@@ -237,6 +264,8 @@ pub async fn describe_execution(
         redrive_date: d.redrive_date,
         redrive_status: d.redrive_status,
         redrive_status_reason: d.redrive_status_reason,
+        state_machine_version_arn: d.state_machine_version_arn,
+        state_machine_alias_arn: d.state_machine_alias_arn,
     })
 }
 

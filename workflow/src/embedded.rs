@@ -2,7 +2,7 @@
 //! on an [`Engine`] and serves the port's verbs from it. Engine errors are mapped to
 //! [`WorkflowError`] in one place ([`map_error`]) and never leave this module.
 
-use crate::definition::{self, Activity, STATE_MACHINE_NAME};
+use crate::definition::{self, Activity, LIVE_ALIAS, STATE_MACHINE_NAME};
 use crate::port::{
     ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
     TaskHandle, WorkflowError, WorkflowPort,
@@ -10,8 +10,9 @@ use crate::port::{
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
 use engine::{
-    Engine, EngineError, ExecutionStatus, GetExecutionHistoryInput, ListExecutionsInput,
-    StartExecutionInput, Timestamps,
+    CreateStateMachineAliasInput, CreateStateMachineInput, Engine, EngineError, ExecutionStatus,
+    GetExecutionHistoryInput, ListExecutionsInput, RoutingConfiguration, StartExecutionInput,
+    Timestamps, UpdateStateMachineAliasInput, UpdateStateMachineInput,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -22,13 +23,20 @@ use std::time::Duration;
 pub struct EmbeddedWorkflow {
     engine: Engine,
     state_machine_arn: String,
+    /// The alias orders start through (`<machine>:live`).
+    alias_arn: String,
+    /// The version this build published its definition as, where `live` routes.
+    version_arn: String,
     activity_arns: HashMap<Activity, String>,
 }
 
 impl EmbeddedWorkflow {
-    /// Creates every activity and the saga's state machine, or finds them: both are idempotent
-    /// on the engine (same name → same activity; same name and definition → same machine), so
-    /// this runs at every start of the service.
+    /// Creates every activity and the saga's state machine, or finds them (both idempotent on
+    /// the engine), and upgrades the machine to this build's definition: when it holds another
+    /// (an earlier release's), the machine is updated and the new definition published as a
+    /// version; then the alias `live` is routed to this build's version. Orders start through
+    /// `live`; executions already running keep the version they started on. Runs at every
+    /// start of the service.
     pub async fn setup(engine: Engine) -> Result<Self, WorkflowError> {
         let mut activity_arns = HashMap::with_capacity(Activity::ALL.len());
         for activity in Activity::ALL {
@@ -39,13 +47,51 @@ impl EmbeddedWorkflow {
             activity_arns.insert(activity, info.activity_arn);
         }
         let rendered = definition::render_with(&activity_arns).map_err(WorkflowError::Other)?;
-        let machine = engine
-            .create_state_machine(STATE_MACHINE_NAME, &rendered, None)
-            .await
-            .map_err(map_error)?;
+        let description = definition::version_description(&rendered);
+        let created = engine
+            .create_state_machine_with(CreateStateMachineInput {
+                name: STATE_MACHINE_NAME.to_owned(),
+                definition: rendered.clone(),
+                publish: true,
+                version_description: Some(description.clone()),
+                ..Default::default()
+            })
+            .await;
+        let (state_machine_arn, version_arn) = match created {
+            Ok(c) => (c.state_machine_arn, c.state_machine_version_arn),
+            Err(EngineError::StateMachineAlreadyExists(_)) => {
+                let config = engine.config();
+                let arn = format!(
+                    "arn:aws:states:{}:{}:stateMachine:{STATE_MACHINE_NAME}",
+                    config.region, config.account_id
+                );
+                let updated = engine
+                    .update_state_machine(UpdateStateMachineInput {
+                        state_machine_arn: arn.clone(),
+                        definition: Some(rendered),
+                        publish: true,
+                        version_description: Some(description),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(map_error)?;
+                tracing::info!(
+                    state_machine_arn = %arn,
+                    revision_id = %updated.revision_id,
+                    "the saga's definition changed: state machine updated"
+                );
+                (arn, updated.state_machine_version_arn)
+            }
+            Err(e) => return Err(map_error(e)),
+        };
+        let version_arn = version_arn
+            .ok_or_else(|| WorkflowError::Other("the engine published no version".to_owned()))?;
+        let alias_arn = route_live(&engine, &state_machine_arn, &version_arn).await?;
         Ok(EmbeddedWorkflow {
             engine,
-            state_machine_arn: machine.state_machine_arn,
+            state_machine_arn,
+            alias_arn,
+            version_arn,
             activity_arns,
         })
     }
@@ -58,6 +104,16 @@ impl EmbeddedWorkflow {
         &self.state_machine_arn
     }
 
+    /// The alias orders start through.
+    pub fn alias_arn(&self) -> &str {
+        &self.alias_arn
+    }
+
+    /// The version this build's definition is published as.
+    pub fn version_arn(&self) -> &str {
+        &self.version_arn
+    }
+
     pub fn activity_arn(&self, activity: Activity) -> &str {
         &self.activity_arns[&activity]
     }
@@ -66,6 +122,50 @@ impl EmbeddedWorkflow {
     pub fn activity_arns(&self) -> &HashMap<Activity, String> {
         &self.activity_arns
     }
+}
+
+/// Routes the alias `live` of `machine` wholly to `version` (creating it the first time); its ARN.
+async fn route_live(
+    engine: &Engine,
+    machine: &str,
+    version: &str,
+) -> Result<String, WorkflowError> {
+    let alias_arn = format!("{machine}:{LIVE_ALIAS}");
+    let routing = vec![RoutingConfiguration {
+        state_machine_version_arn: version.to_owned(),
+        weight: 100,
+    }];
+    match engine.describe_state_machine_alias(&alias_arn).await {
+        Ok(alias) if alias.routing_configuration == routing => {}
+        Ok(alias) => {
+            engine
+                .update_state_machine_alias(UpdateStateMachineAliasInput {
+                    state_machine_alias_arn: alias_arn.clone(),
+                    routing_configuration: Some(routing),
+                    ..Default::default()
+                })
+                .await
+                .map_err(map_error)?;
+            let from: Vec<_> = alias
+                .routing_configuration
+                .iter()
+                .map(|r| r.state_machine_version_arn.as_str())
+                .collect();
+            tracing::info!(alias = %alias_arn, ?from, to = version, "alias moved to this build's version");
+        }
+        Err(EngineError::ResourceNotFound(_)) => {
+            engine
+                .create_state_machine_alias(CreateStateMachineAliasInput {
+                    name: LIVE_ALIAS.to_owned(),
+                    description: Some("where the service starts new orders".to_owned()),
+                    routing_configuration: routing,
+                })
+                .await
+                .map_err(map_error)?;
+        }
+        Err(e) => return Err(map_error(e)),
+    }
+    Ok(alias_arn)
 }
 
 /// The one place engine errors become port errors.
@@ -91,6 +191,10 @@ fn map_error(e: EngineError) -> WorkflowError {
         | EngineError::InvalidExecutionInput(_)
         | EngineError::InvalidOutput(_)
         | EngineError::Validation(_)
+        | EngineError::Conflict(_)
+        | EngineError::MissingRequiredParameter(_)
+        | EngineError::ResourceNotFound(_)
+        | EngineError::ServiceQuotaExceeded(_)
         | EngineError::Internal(_)) => WorkflowError::Other(e.to_string()),
     }
 }
@@ -144,7 +248,7 @@ impl WorkflowPort for EmbeddedWorkflow {
         let started = self
             .engine
             .start_execution(StartExecutionInput {
-                state_machine_arn: self.state_machine_arn.clone(),
+                state_machine_arn: self.alias_arn.clone(),
                 name: Some(name.to_owned()),
                 input: Some(input.to_string()),
             })

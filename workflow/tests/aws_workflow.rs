@@ -202,24 +202,46 @@ async fn provisioning_twice_finds_what_the_first_run_made() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn provisioning_over_another_definition_on_the_engine_says_what_to_do() {
+async fn provisioning_over_another_definition_updates_it_and_running_executions_keep_theirs() {
     let sfn = Endpoint::start(Duration::from_secs(1)).await;
-    sfn.client
+    let old = r#"{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":1,"Next":"P"},"P":{"Type":"Pass","Result":"old","End":true}}}"#;
+    let created = sfn
+        .client
         .create_state_machine()
         .name(STATE_MACHINE_NAME)
-        .definition(r#"{"StartAt":"P","States":{"P":{"Type":"Pass","End":true}}}"#)
+        .definition(old)
         .role_arn(ROLE)
         .send()
         .await
         .unwrap();
-    let e = provision(&sfn.client, ROLE).await.unwrap_err();
-    let WorkflowError::Other(m) = &e else {
-        panic!("{e:?}")
-    };
-    assert!(
-        m.contains("UpdateStateMachine") && m.contains("--db"),
-        "{m}"
-    );
+    let running = sfn
+        .client
+        .start_execution()
+        .state_machine_arn(created.state_machine_arn())
+        .name("started-before")
+        .send()
+        .await
+        .unwrap();
+    let provisioned = provision(&sfn.client, ROLE).await.unwrap();
+    assert_eq!(provisioned.state_machine_arn, created.state_machine_arn());
+    let now = sfn
+        .engine
+        .describe_state_machine(created.state_machine_arn())
+        .await
+        .unwrap();
+    assert_ne!(now.definition, old, "provisioning updated the machine");
+    let kept = sfn
+        .engine
+        .describe_state_machine_for_execution(running.execution_arn())
+        .await
+        .unwrap();
+    assert_eq!(kept.definition, old);
+    let finished = sfn
+        .engine
+        .wait_for_completion(running.execution_arn(), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(finished.output.as_deref(), Some("\"old\""));
 }
 
 #[tokio::test(flavor = "multi_thread")]

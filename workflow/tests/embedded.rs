@@ -46,6 +46,94 @@ async fn setup_is_idempotent_and_creates_every_activity() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// A release with another definition, on the database an earlier one left: setup updates the
+/// machine, publishes the new definition and moves `live`; an execution the earlier release
+/// started finishes on its own definition, new orders start on the new version.
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_over_an_earlier_releases_definition_publishes_it_and_moves_live()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = open_engine(&dir).await;
+    // What the earlier release left: the machine with its definition, published and routed,
+    // and an order still running on it.
+    let earlier = r#"{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":1,"Next":"P"},"P":{"Type":"Pass","Result":"earlier","End":true}}}"#;
+    let created = engine
+        .create_state_machine_with(engine::CreateStateMachineInput {
+            name: STATE_MACHINE_NAME.to_owned(),
+            definition: earlier.to_owned(),
+            publish: true,
+            version_description: Some("fulfillment 0.0.9".to_owned()),
+            ..Default::default()
+        })
+        .await?;
+    let v1 = created.state_machine_version_arn.unwrap();
+    engine
+        .create_state_machine_alias(engine::CreateStateMachineAliasInput {
+            name: "live".to_owned(),
+            description: None,
+            routing_configuration: vec![engine::RoutingConfiguration {
+                state_machine_version_arn: v1.clone(),
+                weight: 100,
+            }],
+        })
+        .await?;
+    let old = engine
+        .start_execution(engine::StartExecutionInput {
+            state_machine_arn: format!("{}:live", created.state_machine_arn),
+            name: Some("old-order".to_owned()),
+            input: Some("{}".to_owned()),
+        })
+        .await?
+        .execution_arn;
+
+    let wf = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(wf.version_arn(), format!("{}:2", created.state_machine_arn));
+    assert_eq!(
+        wf.alias_arn(),
+        format!("{}:live", created.state_machine_arn)
+    );
+    let live = engine.describe_state_machine_alias(wf.alias_arn()).await?;
+    assert_eq!(
+        live.routing_configuration
+            .iter()
+            .map(|r| (r.state_machine_version_arn.as_str(), r.weight))
+            .collect::<Vec<_>>(),
+        [(wf.version_arn(), 100)]
+    );
+    let v2 = engine.describe_state_machine(wf.version_arn()).await?;
+    let description = v2.description.unwrap();
+    assert!(
+        description.starts_with(&format!(
+            "fulfillment {} definition sha256:",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{description}"
+    );
+
+    let new = wf
+        .start_execution("new-order", &order_input("new-order"))
+        .await?;
+    let d = engine.describe_execution(&new.execution_arn).await?;
+    assert_eq!(
+        d.state_machine_version_arn.as_deref(),
+        Some(wf.version_arn())
+    );
+    assert_eq!(d.state_machine_alias_arn.as_deref(), Some(wf.alias_arn()));
+    let finished = engine
+        .wait_for_completion(&old, Duration::from_secs(20))
+        .await?;
+    assert_eq!(finished.output.as_deref(), Some("\"earlier\""));
+
+    // A second start of the same build changes nothing.
+    let again = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(again.version_arn(), wf.version_arn());
+    let versions = engine
+        .list_state_machine_versions(wf.state_machine_arn(), None, None)
+        .await?;
+    assert_eq!(versions.items.len(), 2);
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repeat_start_is_already_started_while_running_and_after_closing() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;

@@ -309,6 +309,16 @@ impl<'i, 's> Run<'i, 's> {
             "roleArn".to_owned(),
             Value::String(self.it.info.role_arn.clone()),
         );
+        // As AWS's ExecutionStartedEventDetails: present only for a start by version or alias.
+        let info = &self.it.info;
+        for (key, arn) in [
+            ("stateMachineAliasArn", &info.state_machine_alias_arn),
+            ("stateMachineVersionArn", &info.state_machine_version_arn),
+        ] {
+            if let Some(arn) = arn {
+                details.insert(key.to_owned(), Value::String(arn.clone()));
+            }
+        }
         self.emit(None, "ExecutionStarted", Some(Value::Object(details)));
         let frame = Frame {
             parent: None,

@@ -29,6 +29,10 @@ pub struct ExecInfo {
     pub state_machine_arn: String,
     pub state_machine_name: String,
     pub role_arn: String,
+    /// The version it was started on, by its ARN or through an alias.
+    pub state_machine_version_arn: Option<String>,
+    /// The alias it was started through.
+    pub state_machine_alias_arn: Option<String>,
     pub start_time: DateTime<Utc>,
     pub input: Value,
 }

@@ -6,6 +6,14 @@ use super::{Result, Store, codec};
 use crate::sfn::ExecutionStatus;
 use rusqlite::{OptionalExtension, params};
 
+/// Which of a machine's executions a listing takes, by how they were started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartedBy {
+    Any,
+    Version(u32),
+    Alias(String),
+}
+
 #[derive(Debug, Clone)]
 pub struct ExecutionRow {
     pub id: i64,
@@ -23,12 +31,19 @@ pub struct ExecutionRow {
     pub redrive_ms: Option<i64>,
     /// A snapshot is stored: while RUNNING, the state; once closed, the redrive point.
     pub has_snapshot: bool,
+    /// The revision it runs (`definitions.id`), whatever its machine has become since.
+    pub definition: i64,
+    /// The version it was started on (by its ARN or through an alias).
+    pub version: Option<u32>,
+    /// The alias it was started through.
+    pub alias: Option<String>,
 }
 
 /// An execution's columns, with its machine's ARN: `SELECT {EXECUTION_COLUMNS} FROM
 /// {EXECUTIONS} WHERE …`.
 const EXECUTION_COLUMNS: &str = "e.id, m.arn, e.name, e.status, e.input, e.output, e.error, \
-     e.cause, e.start_ms, e.stop_ms, e.redrive_count, e.redrive_ms, e.snapshot IS NOT NULL";
+     e.cause, e.start_ms, e.stop_ms, e.redrive_count, e.redrive_ms, e.snapshot IS NOT NULL, \
+     e.definition, e.version, e.alias";
 const EXECUTIONS: &str = "executions e JOIN state_machines m ON m.id = e.machine";
 
 /// An execution's ARN: its machine's, as `execution`, with its name after the machine's.
@@ -67,6 +82,9 @@ fn execution_row(store: &Store, r: &rusqlite::Row) -> Result<ExecutionRow> {
         redrive_count: r.get(10)?,
         redrive_ms: r.get(11)?,
         has_snapshot: r.get(12)?,
+        definition: r.get(13)?,
+        version: r.get(14)?,
+        alias: r.get(15)?,
     })
 }
 
@@ -107,14 +125,18 @@ impl Store {
         let inserted = self
             .conn
             .prepare_cached(
-                "INSERT INTO executions (machine, name, status, input, start_ms) \
-                 SELECT id, ?, ?, ?, ? FROM state_machines WHERE arn = ?",
+                "INSERT INTO executions \
+                 (machine, name, status, input, start_ms, definition, version, alias) \
+                 SELECT id, ?, ?, ?, ?, ?, ?, ? FROM state_machines WHERE arn = ?",
             )?
             .execute(params![
                 row.name,
                 row.status.as_str(),
                 self.pack(row.input.as_bytes())?,
                 row.start_ms,
+                row.definition,
+                row.version,
+                row.alias,
                 row.sm_arn
             ])?;
         if inserted != 1 {
@@ -171,35 +193,46 @@ impl Store {
     }
 
     /// Executions of a state machine, newest first, after the `before` id.
+    /// A machine's executions, newest first, below `before` (an id), optionally only those of
+    /// one status and only those started on one version or through one alias.
     pub fn list_executions(
         &self,
         sm_arn: &str,
         status: Option<ExecutionStatus>,
+        started: &StartedBy,
         before: Option<i64>,
         limit: u32,
     ) -> Result<Vec<ExecutionRow>> {
-        let before = before.unwrap_or(i64::MAX);
-        match status {
-            Some(s) => {
-                let mut stmt = self.conn.prepare_cached(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ? AND e.status = ? \
-                     AND e.id < ? ORDER BY e.id DESC LIMIT ?"
-                ))?;
-                let rows = stmt.query_map(params![sm_arn, s.as_str(), before, limit], |r| {
-                    execution_row(self, r)
-                })?;
-                rows.collect()
-            }
-            None => {
-                let mut stmt = self.conn.prepare_cached(&format!(
-                    "SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ? AND e.id < ? \
-                     ORDER BY e.id DESC LIMIT ?"
-                ))?;
-                let rows =
-                    stmt.query_map(params![sm_arn, before, limit], |r| execution_row(self, r))?;
-                rows.collect()
-            }
+        let mut sql = format!("SELECT {EXECUTION_COLUMNS} FROM {EXECUTIONS} WHERE m.arn = ?1");
+        let status = status.map(|s| s.as_str());
+        if status.is_some() {
+            sql.push_str(" AND e.status = ?2");
         }
+        let (version, alias) = match started {
+            StartedBy::Any => (None, None),
+            StartedBy::Version(n) => (Some(*n), None),
+            StartedBy::Alias(a) => (None, Some(a.as_str())),
+        };
+        if version.is_some() {
+            sql.push_str(" AND e.version = ?3");
+        }
+        if alias.is_some() {
+            sql.push_str(" AND e.alias = ?4");
+        }
+        sql.push_str(" AND e.id < ?5 ORDER BY e.id DESC LIMIT ?6");
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(
+            params![
+                sm_arn,
+                status,
+                version,
+                alias,
+                before.unwrap_or(i64::MAX),
+                limit
+            ],
+            |r| execution_row(self, r),
+        )?;
+        rows.collect()
     }
 }
 

@@ -3,6 +3,7 @@
 //! of its own. Writes happen only on the driver's writer thread inside its grouped
 //! transactions; reads use their own connection (WAL lets them run beside the writer).
 
+mod aliases;
 mod codec;
 mod event_types;
 mod executions;
@@ -18,8 +19,9 @@ mod timers;
 #[cfg(test)]
 mod test_support;
 
-pub use executions::ExecutionRow;
-pub use machines::StateMachineRow;
+pub use aliases::AliasRow;
+pub use executions::{ExecutionRow, StartedBy};
+pub use machines::{DefinitionRow, StateMachineRow, VersionRow};
 pub use tasks::{TaskRow, TaskStatus};
 pub use timers::TimerKind;
 

@@ -13,7 +13,7 @@ use std::path::Path;
 /// Step 1 is the baseline of release 0.1.0: the whole schema as that release writes it. Every
 /// later change of the schema is a step after it that also migrates the rows it changes (the
 /// 0.1.0 fixture in `engine/tests/fixtures/` is opened by every later build).
-const MIGRATIONS: &[&str] = &[BASELINE];
+const MIGRATIONS: &[&str] = &[BASELINE, VERSIONS];
 
 /// Version 1, the schema of 0.1.0.
 const BASELINE: &str = r#"
@@ -127,6 +127,59 @@ CREATE TABLE dictionaries (
 );
 "#;
 
+/// Version 2: revisions, versions and aliases. A machine's definition moves to `definitions`
+/// (one row per revision: what `CreateStateMachine` stored is revision `INITIAL`, each
+/// `UpdateStateMachine` that changes the definition or role adds one); `state_machines.current`
+/// names the revision new executions of the machine run. A version is a numbered, immutable
+/// name for a revision; an alias routes starts to one or two versions by weight. Every
+/// execution names the revision it runs (`executions.definition`), so nothing a later update,
+/// publish or delete does can change it; `version` and `alias` record how it was started.
+/// The executions of 0.1.0 run the machine's only revision.
+const VERSIONS: &str = r#"
+CREATE TABLE definitions (
+    id         INTEGER PRIMARY KEY,
+    machine    INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    role_arn   TEXT NOT NULL,
+    revision   TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE INDEX definitions_by_machine ON definitions (machine);
+CREATE TABLE versions (
+    machine     INTEGER NOT NULL,
+    number      INTEGER NOT NULL,
+    definition  INTEGER NOT NULL,
+    description TEXT,
+    created_ms  INTEGER NOT NULL,
+    PRIMARY KEY (machine, number)
+) WITHOUT ROWID;
+-- routing: JSON, [[version number, weight], ...], one or two entries.
+CREATE TABLE aliases (
+    machine     INTEGER NOT NULL,
+    name        TEXT NOT NULL,
+    description TEXT,
+    routing     TEXT NOT NULL,
+    created_ms  INTEGER NOT NULL,
+    updated_ms  INTEGER NOT NULL,
+    PRIMARY KEY (machine, name)
+) WITHOUT ROWID;
+ALTER TABLE state_machines ADD COLUMN current INTEGER;
+ALTER TABLE state_machines ADD COLUMN updated_ms INTEGER;
+-- The highest version number ever published: numbers are never reused after a delete.
+ALTER TABLE state_machines ADD COLUMN last_version INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE executions ADD COLUMN definition INTEGER;
+ALTER TABLE executions ADD COLUMN version INTEGER;
+ALTER TABLE executions ADD COLUMN alias TEXT;
+INSERT INTO definitions (machine, body, role_arn, revision, created_ms)
+    SELECT id, definition, role_arn, 'INITIAL', created_ms FROM state_machines;
+UPDATE state_machines
+    SET current = (SELECT d.id FROM definitions d WHERE d.machine = state_machines.id);
+UPDATE executions
+    SET definition = (SELECT m.current FROM state_machines m WHERE m.id = executions.machine);
+ALTER TABLE state_machines DROP COLUMN definition;
+ALTER TABLE state_machines DROP COLUMN role_arn;
+"#;
+
 /// The schema version of this build.
 fn current() -> i64 {
     MIGRATIONS.len() as i64
@@ -179,14 +232,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_file_gets_the_baseline_as_version_one_and_keeps_it_when_reopened() {
+    fn a_new_file_gets_every_step_and_keeps_its_version_when_reopened() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.db");
         for _ in 0..2 {
             let conn = Connection::open(&path).unwrap();
             migrate(&conn, &path).unwrap();
-            assert_eq!(version(&conn).unwrap(), 1);
-            assert_eq!(current(), 1);
+            assert_eq!(version(&conn).unwrap(), 2);
+            assert_eq!(current(), 2);
             require_current(&conn, &path).unwrap();
         }
     }
@@ -201,7 +254,8 @@ mod tests {
             .unwrap();
         for refused in [migrate(&conn, &path), require_current(&conn, &path)] {
             let message = refused.unwrap_err().to_string();
-            assert!(message.contains("engine schema version 2"), "{message}");
+            let newer = format!("engine schema version {}", current() + 1);
+            assert!(message.contains(&newer), "{message}");
         }
     }
 }

@@ -2,11 +2,12 @@
 //! what it decides in grouped transactions, and only then acts (hands out tasks, arms timers,
 //! answers).
 
+mod versions;
 mod writer;
 
 use crate::arn;
 use crate::core::{history, redrive};
-use crate::db::Store;
+use crate::db::{StartedBy, Store};
 use crate::error::EngineError;
 use crate::sfn::*;
 use chrono::{DateTime, Utc};
@@ -307,46 +308,52 @@ impl Engine {
     }
 
     /// Creates a STANDARD state machine. The same name with the same definition returns the
-    /// existing one; a different definition is `StateMachineAlreadyExists`.
+    /// existing one; a different definition is `StateMachineAlreadyExists` (change it with
+    /// [`Engine::update_state_machine`]).
     pub async fn create_state_machine(
         &self,
         name: &str,
         definition: &str,
         role_arn: Option<&str>,
     ) -> Result<StateMachineInfo, EngineError> {
-        arn::validate_name(name).map_err(EngineError::InvalidName)?;
-        let parsed = crate::asl::parse(definition)
+        let created = self
+            .create_state_machine_with(CreateStateMachineInput {
+                name: name.to_owned(),
+                definition: definition.to_owned(),
+                role_arn: role_arn.map(str::to_owned),
+                ..Default::default()
+            })
+            .await?;
+        self.describe_state_machine(&created.state_machine_arn)
+            .await
+    }
+
+    /// `CreateStateMachine` with its optional members (`publish`, `versionDescription`).
+    pub async fn create_state_machine_with(
+        &self,
+        input: CreateStateMachineInput,
+    ) -> Result<CreateStateMachineOutput, EngineError> {
+        arn::validate_name(&input.name).map_err(EngineError::InvalidName)?;
+        crate::asl::parse(&input.definition)
             .map_err(|e| EngineError::InvalidDefinition(e.to_string()))?;
-        let role_arn = role_arn.map(str::to_owned).unwrap_or_else(|| {
-            format!(
-                "arn:aws:iam::{}:role/StepFunctionsEngine",
-                self.inner.config.account_id
-            )
-        });
-        let (name, definition) = (name.to_owned(), definition.to_owned());
+        versions::check_version_description(input.publish, input.version_description.as_deref())?;
+        let role_arn = input.role_arn.unwrap_or_else(|| self.default_role());
         self.call(|reply| Command::CreateStateMachine {
-            name,
-            definition,
-            parsed: Arc::new(parsed),
+            name: input.name,
+            definition: input.definition,
             role_arn,
+            publish: input.publish,
+            version_description: input.version_description,
             reply,
         })
         .await
     }
 
-    pub async fn describe_state_machine(&self, arn: &str) -> Result<StateMachineInfo, EngineError> {
-        let key = arn.to_owned();
-        let row = self.read(move |s| s.state_machine(&key)).await?;
-        row.map(|r| StateMachineInfo {
-            state_machine_arn: r.arn,
-            name: r.name,
-            definition: r.definition,
-            role_arn: r.role_arn,
-            creation_date: from_millis(r.created_ms),
-        })
-        .ok_or_else(|| {
-            EngineError::StateMachineDoesNotExist(format!("State Machine Does Not Exist: '{arn}'"))
-        })
+    fn default_role(&self) -> String {
+        format!(
+            "arn:aws:iam::{}:role/StepFunctionsEngine",
+            self.inner.config.account_id
+        )
     }
 
     /// Creates an activity (idempotent by name).
@@ -363,7 +370,7 @@ impl Engine {
         &self,
         input: StartExecutionInput,
     ) -> Result<StartExecutionOutput, EngineError> {
-        if arn::parts(&input.state_machine_arn, "stateMachine").is_none() {
+        if arn::MachineRef::parse(&input.state_machine_arn).is_none() {
             return Err(EngineError::InvalidArn(format!(
                 "Invalid Arn: '{}'",
                 input.state_machine_arn
@@ -422,6 +429,13 @@ impl Engine {
             },
             self.inner.config.clock.now(),
         );
+        let state_machine_version_arn = row
+            .version
+            .map(|n| arn::MachineRef::version_arn(&row.sm_arn, n));
+        let state_machine_alias_arn = row
+            .alias
+            .as_deref()
+            .map(|a| arn::MachineRef::alias_arn(&row.sm_arn, a));
         Ok(ExecutionDescription {
             execution_arn: row.arn,
             state_machine_arn: row.sm_arn,
@@ -440,6 +454,8 @@ impl Engine {
                 Some(_) => RedriveStatus::NotRedrivable,
             },
             redrive_status_reason: refusal.map(str::to_owned),
+            state_machine_version_arn,
+            state_machine_alias_arn,
         })
     }
 
@@ -469,14 +485,23 @@ impl Engine {
     ) -> Result<ListExecutionsOutput, EngineError> {
         let limit = page_size(input.max_results)?;
         let before = parse_token(input.next_token.as_deref())?;
-        let sm_arn = input.state_machine_arn.clone();
+        // A version or alias ARN lists the executions started by it (as AWS does).
+        let target = arn::MachineRef::parse(&input.state_machine_arn).ok_or_else(|| {
+            EngineError::InvalidArn(format!("Invalid Arn: '{}'", input.state_machine_arn))
+        })?;
+        let started = match target.qualifier {
+            arn::Qualifier::None => StartedBy::Any,
+            arn::Qualifier::Version(n) => StartedBy::Version(n),
+            arn::Qualifier::Alias(a) => StartedBy::Alias(a),
+        };
+        let sm_arn = target.machine;
         let status = input.status_filter;
         let (exists, rows) = self
             .read(move |s| {
                 let exists = s.state_machine(&sm_arn)?.is_some();
                 Ok((
                     exists,
-                    s.list_executions(&sm_arn, status, before, limit + 1)?,
+                    s.list_executions(&sm_arn, status, &started, before, limit + 1)?,
                 ))
             })
             .await?;

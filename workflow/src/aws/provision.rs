@@ -24,9 +24,8 @@ pub struct Provisioned {
 ///
 /// When the machine exists with another definition or role (`StateMachineAlreadyExists`), it is
 /// updated in place with UpdateStateMachine: executions already running carry on with the
-/// definition they started with, new ones get the new one. The embedded engine's endpoint does
-/// not offer UpdateStateMachine (a definition there never changes under a name); against it this
-/// is an error saying so, and the way out is a fresh engine database.
+/// definition they started with, new ones get the new one (on AWS and on the embedded engine's
+/// endpoint alike). An endpoint without UpdateStateMachine gets an error saying so.
 ///
 /// Calls CreateActivity, CreateStateMachine and, when needed, UpdateStateMachine; on AWS the
 /// caller also needs `iam:PassRole` on `role_arn`.
@@ -102,9 +101,8 @@ async fn update(
         }
         Err(e) if is_unknown_operation(&e) => Err(WorkflowError::Other(format!(
             "the state machine {arn} exists with another definition or role, and this Step \
-             Functions endpoint cannot update it (it has no UpdateStateMachine: the embedded \
-             engine keeps a state machine's definition for good). Start `fulfillment engine` \
-             on a new database (--db), or delete the old one, then provision again"
+             Functions endpoint cannot update it (it has no UpdateStateMachine). Update it \
+             with a tool of that endpoint, or delete it, then provision again"
         ))),
         Err(e) => Err(map_error(e)),
     }

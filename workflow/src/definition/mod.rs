@@ -82,6 +82,24 @@ pub fn render(substitutions: &HashMap<&str, String>) -> Result<String, String> {
     Ok(out)
 }
 
+/// The alias orders start through: at every start the service publishes its rendered
+/// definition as a version (when no version holds it yet) and routes `live` to it. Executions
+/// keep the version they started on.
+pub const LIVE_ALIAS: &str = "live";
+
+/// What a version this build publishes says of itself: the build's version and the rendered
+/// definition's SHA-256 (its first 16 hex digits), e.g. `fulfillment 0.2.0 definition
+/// sha256:3f9a…`.
+pub fn version_description(rendered: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(rendered.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "fulfillment {} definition sha256:{hex}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// The substitutions for activity ARNs made by `arn_of(activity name)`.
 pub fn activity_substitutions(arn_of: impl Fn(&str) -> String) -> HashMap<&'static str, String> {
     Activity::ALL

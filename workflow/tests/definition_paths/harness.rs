@@ -169,6 +169,8 @@ impl Execution {
                     .to_owned(),
             state_machine_name: "fulfillment-order-saga".to_owned(),
             role_arn: "arn:aws:iam::123456789012:role/fulfillment".to_owned(),
+            state_machine_version_arn: None,
+            state_machine_alias_arn: None,
             start_time: t0,
             input,
         };

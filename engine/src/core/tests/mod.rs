@@ -79,6 +79,8 @@ impl Harness {
             state_machine_arn: "arn:aws:states:us-east-1:123456789012:stateMachine:sm".to_owned(),
             state_machine_name: "sm".to_owned(),
             role_arn: "arn:aws:iam::123456789012:role/r".to_owned(),
+            state_machine_version_arn: None,
+            state_machine_alias_arn: None,
             start_time: t0(),
             input,
         };

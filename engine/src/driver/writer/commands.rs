@@ -1,18 +1,16 @@
 //! The commands callers queue for the writer (one per engine verb that writes or waits), and how
 //! each one is applied inside the current batch.
 
-use super::load::exec_info;
+use super::load::{exec_info, machine_name};
 use super::timers::{due_after, from_millis, millis};
 use super::{Batch, Loaded, Poller, Reply, Sql, Writer};
 use crate::arn;
 use crate::core::{Event, ExecState};
 use crate::db::{ExecutionRow, StateMachineRow, TaskRow, TaskStatus, TimerKind};
-use crate::driver::Machine;
 use crate::error::EngineError;
 use crate::sfn::*;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -30,10 +28,12 @@ pub enum Command {
     CreateStateMachine {
         name: String,
         definition: String,
-        parsed: Arc<crate::asl::StateMachine>,
         role_arn: String,
-        reply: Reply<StateMachineInfo>,
+        publish: bool,
+        version_description: Option<String>,
+        reply: Reply<CreateStateMachineOutput>,
     },
+    Versions(super::versions::VersionCommand),
     CreateActivity {
         name: String,
         reply: Reply<ActivityInfo>,
@@ -96,8 +96,9 @@ impl Writer {
             Command::CreateStateMachine {
                 name,
                 definition,
-                parsed,
                 role_arn,
+                publish,
+                version_description,
                 reply,
             } => {
                 let sm_arn = arn::make(
@@ -106,33 +107,40 @@ impl Writer {
                     "stateMachine",
                     &name,
                 );
-                let result = match self.store.state_machine(&sm_arn)? {
-                    Some(row) if row.definition == definition && row.role_arn == role_arn => {
-                        Ok(info_of(row))
+                let machine = match self.store.state_machine(&sm_arn)? {
+                    Some(row)
+                        if row.current.body == definition && row.current.role_arn == role_arn =>
+                    {
+                        Ok(row)
                     }
                     Some(_) => Err(EngineError::StateMachineAlreadyExists(format!(
                         "State Machine Already Exists: '{sm_arn}'"
                     ))),
                     None => {
-                        let row = StateMachineRow {
-                            arn: sm_arn.clone(),
-                            name: name.clone(),
-                            definition,
-                            role_arn: role_arn.clone(),
-                            created_ms: millis(now),
-                        };
-                        self.store.insert_state_machine(&row)?;
-                        let machine = Machine {
-                            def: (*parsed).clone(),
-                            name,
-                            role_arn,
-                        };
-                        b.new_machines.push((sm_arn, Arc::new(machine)));
-                        Ok(info_of(row))
+                        self.targets.clear();
+                        self.store.insert_state_machine(
+                            &sm_arn,
+                            &name,
+                            &definition,
+                            &role_arn,
+                            millis(now),
+                        )?;
+                        Ok(self
+                            .store
+                            .state_machine(&sm_arn)?
+                            .expect("the machine just inserted"))
                     }
+                };
+                let result = match machine {
+                    Err(e) => Err(e),
+                    Ok(m) if publish => self
+                        .publish(&m, version_description.as_deref(), now)?
+                        .map(|v| created(&m, Some(v.state_machine_version_arn))),
+                    Ok(m) => Ok(created(&m, None)),
                 };
                 b.reply(reply, result);
             }
+            Command::Versions(command) => self.version_command(b, command, now)?,
             Command::CreateActivity { name, reply } => {
                 let activity_arn = arn::make(
                     &self.config.region,
@@ -301,7 +309,13 @@ impl Writer {
         input: Value,
         now: DateTime<Utc>,
     ) -> Sql<Result<StartExecutionOutput, EngineError>> {
-        let Some(machine) = self.machine(sm_arn)? else {
+        let target = match self.target(sm_arn)? {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
+        };
+        let route = target.choose();
+        let machine_name = machine_name(&target.machine);
+        let Some(machine) = self.machine(route.definition, machine_name)? else {
             return Ok(Err(EngineError::StateMachineDoesNotExist(format!(
                 "State Machine Does Not Exist: '{sm_arn}'"
             ))));
@@ -310,7 +324,7 @@ impl Writer {
             &self.config.region,
             &self.config.account_id,
             "execution",
-            &format!("{}:{}", machine.name, name),
+            &format!("{machine_name}:{name}"),
         );
         if let Some(row) = self.store.execution_by_arn(&exec_arn)? {
             let same_input =
@@ -329,7 +343,7 @@ impl Writer {
         let row = ExecutionRow {
             id: 0,
             arn: exec_arn.clone(),
-            sm_arn: sm_arn.to_owned(),
+            sm_arn: target.machine.clone(),
             name: name.to_owned(),
             status: ExecutionStatus::Running,
             input: input_text,
@@ -341,6 +355,9 @@ impl Writer {
             redrive_count: 0,
             redrive_ms: None,
             has_snapshot: false,
+            definition: route.definition,
+            version: route.version,
+            alias: target.alias.clone(),
         };
         let id = self.store.insert_execution(&row)?;
         if let Some(t) = machine.def.timeout_seconds {
@@ -380,12 +397,10 @@ impl Writer {
     }
 }
 
-fn info_of(row: StateMachineRow) -> StateMachineInfo {
-    StateMachineInfo {
-        state_machine_arn: row.arn,
-        name: row.name,
-        definition: row.definition,
-        role_arn: row.role_arn,
-        creation_date: from_millis(row.created_ms),
+fn created(m: &StateMachineRow, version: Option<String>) -> CreateStateMachineOutput {
+    CreateStateMachineOutput {
+        state_machine_arn: m.arn.clone(),
+        creation_date: from_millis(m.created_ms),
+        state_machine_version_arn: version,
     }
 }

@@ -6,13 +6,11 @@
 use super::timers::millis;
 use super::{Command, Loaded, Reply, Sql, Writer};
 use crate::core::{Event, snapshot};
-use crate::driver::Machine;
 use crate::error::EngineError;
 use crate::sfn::TaskRequest;
 use chrono::{DateTime, Utc};
 use durable::After;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 /// An answer to a caller, given the commit's error if it failed.
 pub(super) type Notify = Box<dyn FnOnce(Option<&EngineError>) + Send>;
@@ -26,7 +24,6 @@ pub(super) struct Batch {
     pub(super) replies: Vec<Notify>,
     pub(super) invocations: Vec<TaskRequest>,
     pub(super) finished: Vec<String>,
-    pub(super) new_machines: Vec<(String, Arc<Machine>)>,
     pub(super) new_activities: Vec<String>,
     pub(super) transitions: u64,
 }
@@ -72,7 +69,6 @@ impl Writer {
                 self.stats
                     .transitions
                     .fetch_add(b.transitions, std::sync::atomic::Ordering::Relaxed);
-                self.machines.extend(b.new_machines);
                 self.activities.extend(b.new_activities);
                 let mut owed: Vec<After> = Vec::with_capacity(b.replies.len());
                 owed.extend(
@@ -94,6 +90,9 @@ impl Writer {
             Err(e) => {
                 tracing::error!(error = %e, "engine commit failed; the batch is rolled back");
                 self.store.rollback();
+                // Ids of rows the rollback undid may be given again to other rows.
+                self.machines.clear();
+                self.targets.clear();
                 let err = EngineError::storage(e);
                 // After the answers of the commits before, as every answer is.
                 self.syncer.after_sync(

@@ -4,6 +4,7 @@
 
 use super::timers::{from_millis, millis};
 use super::{Batch, Sql, Writer};
+use crate::arn::MachineRef;
 use crate::core::history;
 use crate::core::snapshot::{self, SnapshotError};
 use crate::core::{ExecInfo, ExecState, ExecutionEnd};
@@ -33,9 +34,19 @@ pub(super) fn exec_info(row: &ExecutionRow, machine: &Machine, input: Value) -> 
         state_machine_arn: row.sm_arn.clone(),
         state_machine_name: machine.name.clone(),
         role_arn: machine.role_arn.clone(),
+        state_machine_version_arn: row.version.map(|n| MachineRef::version_arn(&row.sm_arn, n)),
+        state_machine_alias_arn: row
+            .alias
+            .as_deref()
+            .map(|a| MachineRef::alias_arn(&row.sm_arn, a)),
         start_time: from_millis(row.start_ms),
         input,
     }
+}
+
+/// The name in a machine's ARN.
+pub(super) fn machine_name(sm_arn: &str) -> &str {
+    sm_arn.rsplit_once(':').map_or(sm_arn, |(_, name)| name)
 }
 
 /// The error an execution whose snapshot cannot be read fails with: the engine's own runtime
@@ -46,23 +57,29 @@ const UNREADABLE_ERROR: &str = "States.Runtime";
 const WARM_EXECUTIONS: usize = 2048;
 
 impl Writer {
-    pub(super) fn machine(&mut self, sm_arn: &str) -> Sql<Option<Arc<Machine>>> {
-        if let Some(m) = self.machines.get(sm_arn) {
+    /// The parsed revision `definition` of the machine named `name` (revisions never change,
+    /// so a parsed one is kept for good).
+    pub(super) fn machine(&mut self, definition: i64, name: &str) -> Sql<Option<Arc<Machine>>> {
+        if let Some(m) = self.machines.get(&definition) {
             return Ok(Some(m.clone()));
         }
-        let Some(row) = self.store.state_machine(sm_arn)? else {
+        let Some(row) = self.store.definition(definition)? else {
             return Ok(None);
         };
-        let Ok(def) = crate::asl::parse(&row.definition) else {
-            tracing::error!(state_machine = sm_arn, "stored definition no longer parses");
+        let Ok(def) = crate::asl::parse(&row.body) else {
+            tracing::error!(
+                state_machine = name,
+                definition,
+                "stored definition no longer parses"
+            );
             return Ok(None);
         };
         let m = Arc::new(Machine {
             def,
-            name: row.name,
+            name: name.to_owned(),
             role_arn: row.role_arn,
         });
-        self.machines.insert(sm_arn.to_owned(), m.clone());
+        self.machines.insert(definition, m.clone());
         Ok(Some(m))
     }
 
@@ -82,7 +99,7 @@ impl Writer {
         if row.status != ExecutionStatus::Running {
             return Ok(false);
         }
-        let Some(machine) = self.machine(&row.sm_arn)? else {
+        let Some(machine) = self.machine(row.definition, machine_name(&row.sm_arn))? else {
             return Ok(false);
         };
         let state = match self.store.snapshot(exec_id)? {

@@ -12,8 +12,11 @@ mod poll;
 mod redrive;
 mod retention;
 mod timers;
+mod versions;
 
 pub use commands::{Answer, Command};
+pub use versions::VersionCommand;
+pub(crate) use versions::revision_id;
 
 use super::{EngineConfig, Machine};
 use crate::db::Store;
@@ -39,7 +42,11 @@ pub struct Writer {
     pub tx: Sender<Command>,
     pub runtime: tokio::runtime::Handle,
     pub handler: Option<Arc<dyn TaskHandler>>,
-    pub machines: HashMap<String, Arc<Machine>>,
+    /// Parsed revisions by `definitions.id`.
+    pub machines: HashMap<i64, Arc<Machine>>,
+    /// What each state machine, version or alias ARN a start named resolves to; emptied by
+    /// every command that changes a machine, a version or an alias (and on a rollback).
+    targets: HashMap<String, Arc<versions::Target>>,
     pub activities: HashSet<String>,
     pub stats: Arc<super::Stats>,
     pollers: HashMap<String, VecDeque<Poller>>,
@@ -83,6 +90,7 @@ impl Writer {
             runtime,
             handler,
             machines: HashMap::new(),
+            targets: HashMap::new(),
             activities,
             stats,
             pollers: HashMap::new(),

@@ -2,7 +2,7 @@
 //! row RUNNING again with its redrive counted, the execution timeout armed afresh, and the
 //! `Redrive` event handed to the interpreter, all in the batch's one transaction.
 
-use super::load::exec_info;
+use super::load::{exec_info, machine_name};
 use super::timers::{due_after, from_millis, millis};
 use super::{Batch, Loaded, Sql, Writer};
 use crate::core::redrive::{self, Facts};
@@ -49,7 +49,7 @@ impl Writer {
         if let Some(reason) = redrive::refusal(&facts, now) {
             return not_redrivable(reason);
         }
-        let Some(machine) = self.machine(&row.sm_arn)? else {
+        let Some(machine) = self.machine(row.definition, machine_name(&row.sm_arn))? else {
             return not_redrivable(redrive::UNRESUMABLE);
         };
         let state = match self.store.snapshot(row.id)?.map(|s| snapshot::decode(&s)) {
