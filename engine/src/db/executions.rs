@@ -46,6 +46,21 @@ const EXECUTION_COLUMNS: &str = "e.id, m.arn, e.name, e.status, e.input, e.outpu
      e.definition, e.version, e.alias";
 const EXECUTIONS: &str = "executions e JOIN state_machines m ON m.id = e.machine";
 
+impl ExecutionRow {
+    /// The ARN of the version it was started on, if any.
+    pub fn version_arn(&self) -> Option<String> {
+        self.version
+            .map(|n| crate::arn::MachineRef::version_arn(&self.sm_arn, n))
+    }
+
+    /// The ARN of the alias it was started through, if any.
+    pub fn alias_arn(&self) -> Option<String> {
+        self.alias
+            .as_deref()
+            .map(|a| crate::arn::MachineRef::alias_arn(&self.sm_arn, a))
+    }
+}
+
 /// An execution's ARN: its machine's, as `execution`, with its name after the machine's.
 fn execution_arn(sm_arn: &str, name: &str) -> String {
     format!(

@@ -429,13 +429,8 @@ impl Engine {
             },
             self.inner.config.clock.now(),
         );
-        let state_machine_version_arn = row
-            .version
-            .map(|n| arn::MachineRef::version_arn(&row.sm_arn, n));
-        let state_machine_alias_arn = row
-            .alias
-            .as_deref()
-            .map(|a| arn::MachineRef::alias_arn(&row.sm_arn, a));
+        let (state_machine_version_arn, state_machine_alias_arn) =
+            (row.version_arn(), row.alias_arn());
         Ok(ExecutionDescription {
             execution_arn: row.arn,
             state_machine_arn: row.sm_arn,

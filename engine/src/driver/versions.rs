@@ -185,7 +185,7 @@ impl Engine {
                 };
                 let m = s.state_machine(&e.sm_arn)?;
                 let d = s.definition(e.definition)?;
-                Ok(m.zip(d).map(|(m, d)| (m, d)))
+                Ok(m.zip(d))
             })
             .await?;
         let (m, d) = found.ok_or_else(|| {

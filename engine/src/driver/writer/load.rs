@@ -4,7 +4,6 @@
 
 use super::timers::{from_millis, millis};
 use super::{Batch, Sql, Writer};
-use crate::arn::MachineRef;
 use crate::core::history;
 use crate::core::snapshot::{self, SnapshotError};
 use crate::core::{ExecInfo, ExecState, ExecutionEnd};
@@ -34,11 +33,8 @@ pub(super) fn exec_info(row: &ExecutionRow, machine: &Machine, input: Value) -> 
         state_machine_arn: row.sm_arn.clone(),
         state_machine_name: machine.name.clone(),
         role_arn: machine.role_arn.clone(),
-        state_machine_version_arn: row.version.map(|n| MachineRef::version_arn(&row.sm_arn, n)),
-        state_machine_alias_arn: row
-            .alias
-            .as_deref()
-            .map(|a| MachineRef::alias_arn(&row.sm_arn, a)),
+        state_machine_version_arn: row.version_arn(),
+        state_machine_alias_arn: row.alias_arn(),
         start_time: from_millis(row.start_ms),
         input,
     }

@@ -159,9 +159,9 @@ impl Writer {
                 description,
                 reply,
             } => {
-                let result = match self.store.state_machine(&sm_arn)? {
-                    None => Err(no_machine(&sm_arn)),
-                    Some(m) => {
+                let result = match self.machine_row(&sm_arn)? {
+                    Err(e) => Err(e),
+                    Ok(m) => {
                         let current = m.current.revision.as_str();
                         match revision_id {
                             Some(r) if r != current => Err(EngineError::Conflict(format!(
@@ -202,9 +202,9 @@ impl Writer {
                 name,
                 reply,
             } => {
-                let result = match self.store.state_machine(&sm_arn)? {
-                    None => Err(no_machine(&sm_arn)),
-                    Some(m) => match self.store.alias(m.id, &name)? {
+                let result = match self.machine_row(&sm_arn)? {
+                    Err(e) => Err(e),
+                    Ok(m) => match self.store.alias(m.id, &name)? {
                         None => Err(no_alias(&sm_arn, &name)),
                         Some(_) => {
                             self.store.delete_alias(m.id, &name)?;
@@ -216,6 +216,14 @@ impl Writer {
             }
         }
         Ok(())
+    }
+
+    /// A machine by its ARN, or `StateMachineDoesNotExist`.
+    fn machine_row(&self, sm_arn: &str) -> Sql<Result<StateMachineRow, EngineError>> {
+        Ok(self
+            .store
+            .state_machine(sm_arn)?
+            .ok_or_else(|| no_machine(sm_arn)))
     }
 
     /// Publishes the machine's current revision, or answers the version already published
@@ -247,8 +255,9 @@ impl Writer {
         description: Option<String>,
         now: DateTime<Utc>,
     ) -> Sql<Result<UpdateStateMachineOutput, EngineError>> {
-        let Some(mut m) = self.store.state_machine(sm_arn)? else {
-            return Ok(Err(no_machine(sm_arn)));
+        let mut m = match self.machine_row(sm_arn)? {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(e)),
         };
         let body = definition.unwrap_or_else(|| m.current.body.clone());
         let role = role_arn.unwrap_or_else(|| m.current.role_arn.clone());
@@ -334,8 +343,9 @@ impl Writer {
         routing: Vec<(u32, u32)>,
         now: DateTime<Utc>,
     ) -> Sql<Result<AliasListItem, EngineError>> {
-        let Some(m) = self.store.state_machine(sm_arn)? else {
-            return Ok(Err(no_machine(sm_arn)));
+        let m = match self.machine_row(sm_arn)? {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(e)),
         };
         if let Some(e) = self.missing_version(&m, &routing)? {
             return Ok(Err(e));
@@ -385,8 +395,9 @@ impl Writer {
         routing: Option<Vec<(u32, u32)>>,
         now: DateTime<Utc>,
     ) -> Sql<Result<DateTime<Utc>, EngineError>> {
-        let Some(m) = self.store.state_machine(sm_arn)? else {
-            return Ok(Err(no_machine(sm_arn)));
+        let m = match self.machine_row(sm_arn)? {
+            Ok(m) => m,
+            Err(e) => return Ok(Err(e)),
         };
         let Some(mut alias) = self.store.alias(m.id, name)? else {
             return Ok(Err(no_alias(sm_arn, name)));
