@@ -7,6 +7,7 @@ use crate::port::{
     ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
     TaskHandle, WorkflowError, WorkflowPort,
 };
+use crate::upgrade::{self, Build, Live, ReleaseError, Releases, RoutedVersion};
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
 use engine::{
@@ -25,19 +26,28 @@ pub struct EmbeddedWorkflow {
     state_machine_arn: String,
     /// The alias orders start through (`<machine>:live`).
     alias_arn: String,
-    /// The version this build published its definition as, where `live` routes.
-    version_arn: String,
+    /// The version holding this build's definition (see [`EmbeddedWorkflow::version_arn`]).
+    version_arn: Option<String>,
     activity_arns: HashMap<Activity, String>,
 }
 
 impl EmbeddedWorkflow {
     /// Creates every activity and the saga's state machine, or finds them (both idempotent on
-    /// the engine), and upgrades the machine to this build's definition: when it holds another
-    /// (an earlier release's), the machine is updated and the new definition published as a
-    /// version; then the alias `live` is routed to this build's version. Orders start through
-    /// `live`; executions already running keep the version they started on. Runs at every
-    /// start of the service.
+    /// the engine), and runs the start's upgrade ([`upgrade`](crate::upgrade)): this build's
+    /// definition is published as a version and the alias `live` routed to it, unless `live`
+    /// routes there already, an operator pinned it, or a newer release holds it. Orders start
+    /// through `live`; executions already running keep the version they started on. Runs at
+    /// every start of the service; `canary_percent` is the share of new orders a newly
+    /// published version gets (`None`: all).
     pub async fn setup(engine: Engine) -> Result<Self, WorkflowError> {
+        Self::setup_with(engine, None).await
+    }
+
+    /// [`setup`](Self::setup) with a canary's share for a newly published version.
+    pub async fn setup_with(
+        engine: Engine,
+        canary_percent: Option<u8>,
+    ) -> Result<Self, WorkflowError> {
         let mut activity_arns = HashMap::with_capacity(Activity::ALL.len());
         for activity in Activity::ALL {
             let info = engine
@@ -52,46 +62,32 @@ impl EmbeddedWorkflow {
             .create_state_machine_with(CreateStateMachineInput {
                 name: STATE_MACHINE_NAME.to_owned(),
                 definition: rendered.clone(),
-                publish: true,
-                version_description: Some(description.clone()),
                 ..Default::default()
             })
             .await;
-        let (state_machine_arn, version_arn) = match created {
-            Ok(c) => (c.state_machine_arn, c.state_machine_version_arn),
-            Err(EngineError::StateMachineAlreadyExists(_)) => {
-                let config = engine.config();
-                let arn = format!(
-                    "arn:aws:states:{}:{}:stateMachine:{STATE_MACHINE_NAME}",
-                    config.region, config.account_id
-                );
-                let updated = engine
-                    .update_state_machine(UpdateStateMachineInput {
-                        state_machine_arn: arn.clone(),
-                        definition: Some(rendered),
-                        publish: true,
-                        version_description: Some(description),
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(map_error)?;
-                tracing::info!(
-                    state_machine_arn = %arn,
-                    revision_id = %updated.revision_id,
-                    "the saga's definition changed: state machine updated"
-                );
-                (arn, updated.state_machine_version_arn)
-            }
+        let state_machine_arn = match created {
+            Ok(c) => c.state_machine_arn,
+            Err(EngineError::StateMachineAlreadyExists(_)) => machine_arn(&engine),
             Err(e) => return Err(map_error(e)),
         };
-        let version_arn = version_arn
-            .ok_or_else(|| WorkflowError::Other("the engine published no version".to_owned()))?;
-        let alias_arn = route_live(&engine, &state_machine_arn, &version_arn).await?;
+        let releases = EngineReleases {
+            engine: &engine,
+            machine_arn: &state_machine_arn,
+        };
+        let upgraded = upgrade::upgrade(
+            &releases,
+            &Build {
+                definition: &rendered,
+                description: &description,
+                canary_percent,
+            },
+        )
+        .await?;
         Ok(EmbeddedWorkflow {
+            alias_arn: releases.alias_arn(),
+            version_arn: upgraded.version_arn,
             engine,
             state_machine_arn,
-            alias_arn,
-            version_arn,
             activity_arns,
         })
     }
@@ -109,9 +105,10 @@ impl EmbeddedWorkflow {
         &self.alias_arn
     }
 
-    /// The version this build's definition is published as.
-    pub fn version_arn(&self) -> &str {
-        &self.version_arn
+    /// The version holding this build's definition, when `live` routes to it or the start
+    /// published it (`None` when `live` is pinned elsewhere or on a newer release).
+    pub fn version_arn(&self) -> Option<&str> {
+        self.version_arn.as_deref()
     }
 
     pub fn activity_arn(&self, activity: Activity) -> &str {
@@ -124,48 +121,122 @@ impl EmbeddedWorkflow {
     }
 }
 
-/// Routes the alias `live` of `machine` wholly to `version` (creating it the first time); its ARN.
-async fn route_live(
-    engine: &Engine,
-    machine: &str,
-    version: &str,
-) -> Result<String, WorkflowError> {
-    let alias_arn = format!("{machine}:{LIVE_ALIAS}");
-    let routing = vec![RoutingConfiguration {
-        state_machine_version_arn: version.to_owned(),
-        weight: 100,
-    }];
-    match engine.describe_state_machine_alias(&alias_arn).await {
-        Ok(alias) if alias.routing_configuration == routing => {}
-        Ok(alias) => {
-            engine
-                .update_state_machine_alias(UpdateStateMachineAliasInput {
-                    state_machine_alias_arn: alias_arn.clone(),
-                    routing_configuration: Some(routing),
-                    ..Default::default()
-                })
-                .await
-                .map_err(map_error)?;
-            let from: Vec<_> = alias
-                .routing_configuration
-                .iter()
-                .map(|r| r.state_machine_version_arn.as_str())
-                .collect();
-            tracing::info!(alias = %alias_arn, ?from, to = version, "alias moved to this build's version");
-        }
-        Err(EngineError::ResourceNotFound(_)) => {
-            engine
-                .create_state_machine_alias(CreateStateMachineAliasInput {
-                    name: LIVE_ALIAS.to_owned(),
-                    description: Some("where the service starts new orders".to_owned()),
-                    routing_configuration: routing,
-                })
-                .await
-                .map_err(map_error)?;
-        }
-        Err(e) => return Err(map_error(e)),
+/// The saga machine's ARN on `engine`.
+fn machine_arn(engine: &Engine) -> String {
+    let config = engine.config();
+    format!(
+        "arn:aws:states:{}:{}:stateMachine:{STATE_MACHINE_NAME}",
+        config.region, config.account_id
+    )
+}
+
+/// The upgrade's calls on the engine.
+struct EngineReleases<'a> {
+    engine: &'a Engine,
+    machine_arn: &'a str,
+}
+
+impl EngineReleases<'_> {
+    fn alias_arn(&self) -> String {
+        format!("{}:{LIVE_ALIAS}", self.machine_arn)
     }
-    Ok(alias_arn)
+}
+
+fn engine_routing(routing: &[(String, u8)]) -> Vec<RoutingConfiguration> {
+    routing
+        .iter()
+        .map(|(version, weight)| RoutingConfiguration {
+            state_machine_version_arn: version.clone(),
+            weight: u32::from(*weight),
+        })
+        .collect()
+}
+
+fn release_error(e: EngineError) -> ReleaseError {
+    match e {
+        EngineError::Conflict(m) => ReleaseError::Conflict(m),
+        e => ReleaseError::Failed(map_error(e)),
+    }
+}
+
+#[async_trait]
+impl Releases for EngineReleases<'_> {
+    async fn live(&self) -> Result<Option<Live>, ReleaseError> {
+        let alias = match self
+            .engine
+            .describe_state_machine_alias(&self.alias_arn())
+            .await
+        {
+            Ok(alias) => alias,
+            Err(EngineError::ResourceNotFound(_)) => return Ok(None),
+            Err(e) => return Err(release_error(e)),
+        };
+        let mut routes = Vec::with_capacity(alias.routing_configuration.len());
+        for r in alias.routing_configuration {
+            let version = self
+                .engine
+                .describe_state_machine(&r.state_machine_version_arn)
+                .await
+                .map_err(release_error)?;
+            routes.push(RoutedVersion {
+                version_arn: r.state_machine_version_arn,
+                weight: u8::try_from(r.weight).unwrap_or(0),
+                definition: version.definition,
+                description: version.description,
+            });
+        }
+        Ok(Some(Live {
+            routes,
+            description: alias.description,
+        }))
+    }
+
+    async fn publish(&self, definition: &str, description: &str) -> Result<String, ReleaseError> {
+        let updated = self
+            .engine
+            .update_state_machine(UpdateStateMachineInput {
+                state_machine_arn: self.machine_arn.to_owned(),
+                definition: Some(definition.to_owned()),
+                publish: true,
+                version_description: Some(description.to_owned()),
+                ..Default::default()
+            })
+            .await
+            .map_err(release_error)?;
+        updated.state_machine_version_arn.ok_or_else(|| {
+            ReleaseError::Failed(WorkflowError::Other(
+                "the engine published no version".to_owned(),
+            ))
+        })
+    }
+
+    async fn create_live(&self, routing: &[(String, u8)]) -> Result<(), ReleaseError> {
+        self.engine
+            .create_state_machine_alias(CreateStateMachineAliasInput {
+                name: LIVE_ALIAS.to_owned(),
+                description: Some(definition::LIVE_DESCRIPTION.to_owned()),
+                routing_configuration: engine_routing(routing),
+            })
+            .await
+            .map_err(release_error)?;
+        Ok(())
+    }
+
+    async fn route_live(
+        &self,
+        routing: &[(String, u8)],
+        description: Option<&str>,
+    ) -> Result<(), ReleaseError> {
+        self.engine
+            .update_state_machine_alias(UpdateStateMachineAliasInput {
+                state_machine_alias_arn: self.alias_arn(),
+                routing_configuration: Some(engine_routing(routing)),
+                description: description.map(str::to_owned),
+            })
+            .await
+            .map_err(release_error)?;
+        Ok(())
+    }
 }
 
 /// The one place engine errors become port errors.

@@ -9,6 +9,7 @@ pub mod definition;
 pub mod embedded;
 pub mod port;
 pub mod steps;
+pub mod upgrade;
 pub mod workers;
 
 pub use aws::AwsWorkflow;

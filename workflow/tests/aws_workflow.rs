@@ -244,6 +244,109 @@ async fn provisioning_over_another_definition_updates_it_and_running_executions_
     assert_eq!(finished.output.as_deref(), Some("\"old\""));
 }
 
+/// Where the machine's alias `live` routes, as (version ARN, weight) pairs.
+async fn live(sfn: &Endpoint, machine: &str) -> Vec<(String, i32)> {
+    sfn.client
+        .describe_state_machine_alias()
+        .state_machine_alias_arn(format!("{machine}:live"))
+        .send()
+        .await
+        .unwrap()
+        .routing_configuration()
+        .iter()
+        .map(|r| (r.state_machine_version_arn().to_owned(), r.weight()))
+        .collect()
+}
+
+/// The start's upgrade over Step Functions: on a machine provisioned with an earlier release's
+/// definition and no alias, it publishes this build's and creates `live`; executions start
+/// through `live` and run the version; a second start changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_upgrade_publishes_this_builds_definition_and_starts_go_through_live() {
+    let sfn = Endpoint::start(Duration::from_secs(1)).await;
+    let provisioned = provision(&sfn.client, ROLE).await.unwrap();
+    let machine = provisioned.state_machine_arn.clone();
+    let mut aws = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
+    let upgraded = aws.upgrade(None).await.unwrap();
+    assert_eq!(upgraded.decision, workflow::upgrade::Decision::Create);
+    let version = upgraded.version_arn.clone().unwrap();
+    assert_eq!(live(&sfn, &machine).await, [(version.clone(), 100)]);
+    assert_eq!(aws.start_arn(), format!("{machine}:live"));
+    let started = aws
+        .start_execution("through-live", &order("through-live", false))
+        .await
+        .unwrap();
+    let d = sfn
+        .client
+        .describe_execution()
+        .execution_arn(&started.execution_arn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.state_machine_version_arn(), Some(version.as_str()));
+    assert_eq!(d.state_machine_alias_arn(), Some(aws.start_arn()));
+
+    let again = aws.upgrade(None).await.unwrap();
+    assert_eq!(again.decision, workflow::upgrade::Decision::Keep);
+    assert_eq!(again.version_arn, Some(version));
+    let versions = sfn
+        .client
+        .list_state_machine_versions()
+        .state_machine_arn(&machine)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(versions.state_machine_versions().len(), 1);
+}
+
+/// Two replicas of different builds starting at once: each publishes at most one version,
+/// neither start fails, and `live` ends wholly on one of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn replicas_of_two_builds_starting_at_once_each_publish_once_and_live_ends_on_one() {
+    let sfn = Endpoint::start(Duration::from_secs(1)).await;
+    let machine = provision(&sfn.client, ROLE)
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let a_def = r#"{"StartAt":"A","States":{"A":{"Type":"Pass","End":true}}}"#;
+    let b_def = r#"{"StartAt":"B","States":{"B":{"Type":"Pass","End":true}}}"#;
+    for round in 0..5 {
+        let mut a = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
+        let mut b = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
+        let (a_desc, b_desc) = (
+            format!("fulfillment 1.{round}.0 definition sha256:a"),
+            format!("fulfillment 1.{round}.0 definition sha256:b"),
+        );
+        let (ra, rb) = tokio::join!(
+            a.upgrade_to(a_def, &a_desc, None),
+            b.upgrade_to(b_def, &b_desc, None)
+        );
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        let routed = live(&sfn, &machine).await;
+        assert_eq!(routed.len(), 1, "{routed:?}");
+        let published: Vec<_> = [&ra.version_arn, &rb.version_arn]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert!(
+            published.iter().any(|v| **v == routed[0].0),
+            "live routes to one of the two: {routed:?}, {ra:?}, {rb:?}"
+        );
+        let versions = sfn
+            .client
+            .list_state_machine_versions()
+            .state_machine_arn(&machine)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            versions.state_machine_versions().len() <= 2 * (round + 1),
+            "at most one version per build and round: {:?}",
+            versions.state_machine_versions()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_order_runs_to_completion_through_the_port() {
     let sfn = Endpoint::start(Duration::from_secs(1)).await;

@@ -87,7 +87,8 @@ async fn setup_over_an_earlier_releases_definition_publishes_it_and_moves_live()
         .execution_arn;
 
     let wf = EmbeddedWorkflow::setup(engine.clone()).await?;
-    assert_eq!(wf.version_arn(), format!("{}:2", created.state_machine_arn));
+    let v2_arn = wf.version_arn().expect("published").to_owned();
+    assert_eq!(v2_arn, format!("{}:2", created.state_machine_arn));
     assert_eq!(
         wf.alias_arn(),
         format!("{}:live", created.state_machine_arn)
@@ -98,9 +99,9 @@ async fn setup_over_an_earlier_releases_definition_publishes_it_and_moves_live()
             .iter()
             .map(|r| (r.state_machine_version_arn.as_str(), r.weight))
             .collect::<Vec<_>>(),
-        [(wf.version_arn(), 100)]
+        [(v2_arn.as_str(), 100)]
     );
-    let v2 = engine.describe_state_machine(wf.version_arn()).await?;
+    let v2 = engine.describe_state_machine(&v2_arn).await?;
     let description = v2.description.unwrap();
     assert!(
         description.starts_with(&format!(
@@ -116,7 +117,7 @@ async fn setup_over_an_earlier_releases_definition_publishes_it_and_moves_live()
     let d = engine.describe_execution(&new.execution_arn).await?;
     assert_eq!(
         d.state_machine_version_arn.as_deref(),
-        Some(wf.version_arn())
+        Some(v2_arn.as_str())
     );
     assert_eq!(d.state_machine_alias_arn.as_deref(), Some(wf.alias_arn()));
     let finished = engine
@@ -131,6 +132,126 @@ async fn setup_over_an_earlier_releases_definition_publishes_it_and_moves_live()
         .list_state_machine_versions(wf.state_machine_arn(), None, None)
         .await?;
     assert_eq!(versions.items.len(), 2);
+    Ok(())
+}
+
+/// Where `live` routes, as (version, weight) pairs.
+async fn live_routing(engine: &Engine, wf: &EmbeddedWorkflow) -> Vec<(String, u32)> {
+    engine
+        .describe_state_machine_alias(wf.alias_arn())
+        .await
+        .expect("live exists")
+        .routing_configuration
+        .into_iter()
+        .map(|r| (r.state_machine_version_arn, r.weight))
+        .collect()
+}
+
+/// Makes the machine hold `definition` as a published version described `description`, routed
+/// by `live` wholly (what an earlier or a later build's start leaves).
+async fn publish_as_live(
+    engine: &Engine,
+    wf: &EmbeddedWorkflow,
+    definition: &str,
+    description: &str,
+    alias_description: Option<&str>,
+) -> String {
+    let version = engine
+        .update_state_machine(engine::UpdateStateMachineInput {
+            state_machine_arn: wf.state_machine_arn().to_owned(),
+            definition: Some(definition.to_owned()),
+            publish: true,
+            version_description: Some(description.to_owned()),
+            ..Default::default()
+        })
+        .await
+        .expect("published")
+        .state_machine_version_arn
+        .unwrap();
+    engine
+        .update_state_machine_alias(engine::UpdateStateMachineAliasInput {
+            state_machine_alias_arn: wf.alias_arn().to_owned(),
+            description: alias_description.map(str::to_owned),
+            routing_configuration: Some(vec![engine::RoutingConfiguration {
+                state_machine_version_arn: version.clone(),
+                weight: 100,
+            }]),
+        })
+        .await
+        .expect("routed");
+    version
+}
+
+const OTHER: &str = r#"{"StartAt":"Other","States":{"Other":{"Type":"Pass","End":true}}}"#;
+
+/// An operator's rollback pins `live`: a restart of the newer build leaves it where the
+/// operator put it, and publishes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_does_not_undo_a_rollback_that_pinned_live() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = open_engine(&dir).await;
+    let wf = EmbeddedWorkflow::setup(engine.clone()).await?;
+    let old = publish_as_live(
+        &engine,
+        &wf,
+        OTHER,
+        "fulfillment 0.0.1 definition sha256:00",
+        Some("pinned: rolled back by an operator"),
+    )
+    .await;
+    let restarted = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(restarted.version_arn(), None);
+    assert_eq!(live_routing(&engine, &restarted).await, [(old, 100)]);
+    let versions = engine
+        .list_state_machine_versions(wf.state_machine_arn(), None, None)
+        .await?;
+    assert_eq!(versions.items.len(), 2, "nothing published by the restart");
+    Ok(())
+}
+
+/// An older build restarting while a newer release is live (a rolling deploy) leaves `live`
+/// on the newer one; a newer build takes it from an older one, with a canary's share when asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_never_routes_live_back_to_an_older_release_and_a_canary_takes_its_share()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = open_engine(&dir).await;
+    let wf = EmbeddedWorkflow::setup(engine.clone()).await?;
+    let newer = publish_as_live(
+        &engine,
+        &wf,
+        OTHER,
+        "fulfillment 99.0.0 definition sha256:00",
+        None,
+    )
+    .await;
+    let restarted = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(restarted.version_arn(), None);
+    assert_eq!(live_routing(&engine, &restarted).await, [(newer, 100)]);
+
+    // (Another definition again: the same one would answer the version already published.)
+    let earlier = OTHER.replace("Other", "Earlier");
+    let older = publish_as_live(
+        &engine,
+        &wf,
+        &earlier,
+        "fulfillment 0.0.1 definition sha256:00",
+        None,
+    )
+    .await;
+    let canary = EmbeddedWorkflow::setup_with(engine.clone(), Some(10)).await?;
+    let ours = canary.version_arn().expect("published").to_owned();
+    assert_eq!(
+        live_routing(&engine, &canary).await,
+        [(older.clone(), 90), (ours.clone(), 10)]
+    );
+    // A restart during the canary keeps it, with or without the flag.
+    let again = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(again.version_arn(), Some(ours.as_str()));
+    assert_eq!(
+        live_routing(&engine, &again).await,
+        [(older, 90), (ours, 10)]
+    );
     Ok(())
 }
 

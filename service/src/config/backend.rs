@@ -40,6 +40,12 @@ pub struct BackendArgs {
     #[arg(long, env = "FULFILLMENT_STATE_MACHINE_ARN", value_parser = parse_arn, value_name = "ARN")]
     pub state_machine_arn: Option<String>,
 
+    /// When this build's definition is new, the share of new orders (1-99 %) its version gets at
+    /// first, beside the version that was live; `fulfillment versions promote` gives it all.
+    /// Without it, a new version takes every new order at once.
+    #[arg(long, env = "FULFILLMENT_CANARY_PERCENT", value_parser = clap::value_parser!(u8).range(1..=99), value_name = "N")]
+    pub canary_percent: Option<u8>,
+
     /// Who charges and refunds: `sandbox` by default with the embedded backend; with
     /// `--backend aws` it must be chosen, so a deployment never simulates payments by accident.
     #[arg(long, env = "FULFILLMENT_PAYMENTS", value_enum)]
@@ -93,6 +99,8 @@ pub struct BackendSettings {
     pub aws: AwsSettings,
     /// Required with the AWS backend (checked at start-up).
     pub state_machine_arn: Option<String>,
+    /// The share of new orders a version this start publishes gets at first (`None`: all).
+    pub canary_percent: Option<u8>,
     /// `None`: not chosen (the embedded backend then uses the sandbox; the AWS one refuses).
     pub payments: Option<PaymentsSettings>,
     pub store_path: PathBuf,
@@ -115,6 +123,7 @@ impl From<BackendArgs> for BackendSettings {
             kind: a.backend,
             aws: a.aws.into(),
             state_machine_arn: a.state_machine_arn,
+            canary_percent: a.canary_percent,
             payments,
             engine_path: engine_path(&a.db),
             store_path: a.db,

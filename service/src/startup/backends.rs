@@ -227,7 +227,8 @@ pub(super) async fn open_embedded(
                 path: settings.engine_path.clone(),
                 source,
             })?;
-    let workflow = match EmbeddedWorkflow::setup(engine.clone()).await {
+    let workflow = match EmbeddedWorkflow::setup_with(engine.clone(), settings.canary_percent).await
+    {
         Ok(w) => w,
         Err(e) => {
             engine.shutdown().await;
@@ -372,7 +373,7 @@ pub(super) async fn connect_aws(
         )
     })?;
     let sdk = aws_sdk_config(&settings.aws).await?;
-    let workflow = AwsWorkflow::new(aws_sdk_sfn::Client::new(&sdk), arn)
+    let mut workflow = AwsWorkflow::new(aws_sdk_sfn::Client::new(&sdk), arn)
         .map_err(|e| StartupError::Config(format!("--state-machine-arn: {e}")))?;
     let store = DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&sdk),
@@ -392,8 +393,13 @@ pub(super) async fn connect_aws(
         attempt += 1;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Publishes this build's definition and routes new orders to it (or leaves them where an
+    // operator or a newer release put them); starts go through the alias from here on.
+    let upgraded = workflow.upgrade(settings.canary_percent).await?;
     tracing::info!(
         state_machine = %arn,
+        live = ?upgraded.routing,
+        decision = ?upgraded.decision,
         table = %settings.aws.table,
         region = ?sdk.region(),
         "AWS backend reachable"

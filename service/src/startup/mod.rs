@@ -500,6 +500,7 @@ mod tests {
                     table: "fulfillment".to_owned(),
                 },
                 state_machine_arn: None,
+                canary_percent: None,
                 payments: None,
                 engine_path: crate::config::engine_path(&db),
                 store_path: db,

@@ -2,7 +2,10 @@
 //! semantics, and the provisioning of the saga's activities and state machine.
 //!
 //! Step Functions API actions the service calls (for a least-privilege IAM policy):
-//! - at run time ([`AwsWorkflow`]): `StartExecution` on the state machine; `DescribeExecution`,
+//! - at every start ([`AwsWorkflow::upgrade`]): `DescribeStateMachineAlias` on the alias
+//!   `live`, `DescribeStateMachine` on its versions, `UpdateStateMachine` on the machine,
+//!   `CreateStateMachineAlias` / `UpdateStateMachineAlias` on `live`.
+//! - at run time ([`AwsWorkflow`]): `StartExecution` through the alias `live`; `DescribeExecution`,
 //!   `GetExecutionHistory`, `StopExecution` on its executions; `GetActivityTask`,
 //!   `SendTaskSuccess`, `SendTaskFailure`, `SendTaskHeartbeat` on its activities.
 //! - in [`provision`]: `CreateActivity`, `CreateStateMachine`, `UpdateStateMachine`, and
@@ -18,6 +21,7 @@ mod arn;
 mod error;
 mod history;
 mod provision;
+mod releases;
 mod workflow;
 
 pub use provision::{Provisioned, provision};

@@ -4,11 +4,13 @@
 use super::arn::Scope;
 use super::error::map_error;
 use super::history::{event_json, to_chrono};
-use crate::definition::Activity;
+use super::releases::SfnReleases;
+use crate::definition::{self, Activity};
 use crate::port::{
     ExecutionInfo, HistoryPage, RUNNING_PAGE, RedriveOutcome, RunningPage, StartedExecution,
     TaskHandle, WorkflowError, WorkflowPort,
 };
+use crate::upgrade::{self, Build, Upgraded};
 use async_trait::async_trait;
 use aws_sdk_sfn::Client;
 use aws_sdk_sfn::config::StalledStreamProtectionConfig;
@@ -35,6 +37,9 @@ pub struct AwsWorkflow {
     /// `GetActivityTask` only: [`POLL_TIMEOUT`], no SDK retries (see [`poll_client`]).
     polls: Client,
     state_machine_arn: String,
+    /// What `StartExecution` names: the alias `live` once [`AwsWorkflow::upgrade`] ran, the
+    /// machine itself before.
+    start_arn: String,
     /// `…:execution:<state machine name>:`, the ARN of an execution less its name.
     execution_prefix: String,
     activity_arns: HashMap<Activity, String>,
@@ -61,6 +66,7 @@ impl AwsWorkflow {
             polls: poll_client(&client),
             client,
             state_machine_arn: state_machine_arn.to_owned(),
+            start_arn: state_machine_arn.to_owned(),
             execution_prefix,
             activity_arns,
         })
@@ -68,6 +74,51 @@ impl AwsWorkflow {
 
     pub fn state_machine_arn(&self) -> &str {
         &self.state_machine_arn
+    }
+
+    /// What executions start on: the alias `live` after [`upgrade`](Self::upgrade).
+    pub fn start_arn(&self) -> &str {
+        &self.start_arn
+    }
+
+    /// The start's upgrade ([`crate::upgrade`]): publishes this build's definition (rendered
+    /// with the activities' ARNs) as a version and routes the alias `live` to it, unless `live`
+    /// routes there already, an operator pinned it, or a newer release holds it; from then on
+    /// executions start through `live`. `canary_percent` is the share of new orders a newly
+    /// published version gets (`None`: all). Calls `DescribeStateMachineAlias`,
+    /// `DescribeStateMachine`, and when it changes something `UpdateStateMachine` (no role:
+    /// the machine keeps its own) and `CreateStateMachineAlias` or `UpdateStateMachineAlias`.
+    pub async fn upgrade(&mut self, canary_percent: Option<u8>) -> Result<Upgraded, WorkflowError> {
+        let rendered =
+            definition::render_with(&self.activity_arns).map_err(WorkflowError::Other)?;
+        let description = definition::version_description(&rendered);
+        self.upgrade_to(&rendered, &description, canary_percent)
+            .await
+    }
+
+    /// [`upgrade`](Self::upgrade) to a given definition (a test's stand-in for another build).
+    #[doc(hidden)]
+    pub async fn upgrade_to(
+        &mut self,
+        definition: &str,
+        description: &str,
+        canary_percent: Option<u8>,
+    ) -> Result<Upgraded, WorkflowError> {
+        let releases = SfnReleases {
+            client: &self.client,
+            machine_arn: &self.state_machine_arn,
+        };
+        let upgraded = upgrade::upgrade(
+            &releases,
+            &Build {
+                definition,
+                description,
+                canary_percent,
+            },
+        )
+        .await?;
+        self.start_arn = releases.alias_arn();
+        Ok(upgraded)
     }
 
     pub fn activity_arn(&self, activity: Activity) -> &str {
@@ -184,7 +235,7 @@ impl WorkflowPort for AwsWorkflow {
         let started = self
             .client
             .start_execution()
-            .state_machine_arn(&self.state_machine_arn)
+            .state_machine_arn(&self.start_arn)
             .name(name)
             .input(input.to_string())
             .send()

@@ -83,9 +83,13 @@ pub fn render(substitutions: &HashMap<&str, String>) -> Result<String, String> {
 }
 
 /// The alias orders start through: at every start the service publishes its rendered
-/// definition as a version (when no version holds it yet) and routes `live` to it. Executions
-/// keep the version they started on.
+/// definition as a version and routes `live` to it, by the rules of [`crate::upgrade`].
+/// Executions keep the version they started on.
 pub const LIVE_ALIAS: &str = "live";
+
+/// The description `live` gets when created (an operator's rollback replaces it with one that
+/// starts with [`crate::upgrade::PINNED`]).
+pub const LIVE_DESCRIPTION: &str = "where the service starts new orders";
 
 /// What a version this build publishes says of itself: the build's version and the rendered
 /// definition's SHA-256 (its first 16 hex digits), e.g. `fulfillment 0.2.0 definition
