@@ -8,6 +8,7 @@ use crate::port::{
     TaskHandle, WorkflowError, WorkflowPort,
 };
 use crate::upgrade::{self, Build, Live, ReleaseError, Releases, RoutedVersion};
+use crate::versions::{self, PublishedVersion, RolledBack, VersionsError, VersionsReport};
 use async_trait::async_trait;
 use chrono::{SubsecRound, Utc};
 use engine::{
@@ -118,6 +119,39 @@ impl EmbeddedWorkflow {
     /// Every activity's ARN.
     pub fn activity_arns(&self) -> &HashMap<Activity, String> {
         &self.activity_arns
+    }
+
+    fn releases(&self) -> EngineReleases<'_> {
+        EngineReleases {
+            engine: &self.engine,
+            machine_arn: &self.state_machine_arn,
+        }
+    }
+
+    /// The `limit` newest versions, where `live` routes and the orders running on each.
+    pub async fn versions(&self, limit: usize) -> Result<VersionsReport, VersionsError> {
+        versions::list(&self.releases(), limit).await
+    }
+
+    /// Rolls `live` back to version `to` (default: the one before) and pins it.
+    pub async fn rollback(&self, to: Option<u64>) -> Result<RolledBack, VersionsError> {
+        versions::rollback(&self.releases(), to, Utc::now()).await
+    }
+
+    /// Routes `live` wholly to this build's definition, unpinned; its version number.
+    pub async fn promote(&self) -> Result<u64, VersionsError> {
+        let rendered =
+            definition::render_with(&self.activity_arns).map_err(WorkflowError::Other)?;
+        let description = definition::version_description(&rendered);
+        versions::promote(
+            &self.releases(),
+            &Build {
+                definition: &rendered,
+                description: &description,
+                canary_percent: None,
+            },
+        )
+        .await
     }
 }
 
@@ -236,6 +270,61 @@ impl Releases for EngineReleases<'_> {
             .await
             .map_err(release_error)?;
         Ok(())
+    }
+
+    async fn versions(&self, limit: usize) -> Result<Vec<PublishedVersion>, ReleaseError> {
+        let mut found = Vec::new();
+        let mut token = None;
+        while found.len() < limit {
+            let page = self
+                .engine
+                .list_state_machine_versions(self.machine_arn, Some(1000), token.as_deref())
+                .await
+                .map_err(release_error)?;
+            for item in page.items {
+                if found.len() == limit {
+                    break;
+                }
+                let described = self
+                    .engine
+                    .describe_state_machine(&item.state_machine_version_arn)
+                    .await
+                    .map_err(release_error)?;
+                found.push(PublishedVersion {
+                    number: versions::number_of(&item.state_machine_version_arn).unwrap_or(0),
+                    version_arn: item.state_machine_version_arn,
+                    description: described.description,
+                    created: item.creation_date,
+                });
+            }
+            token = page.next_token;
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    async fn running_on(&self, version_arn: &str) -> Result<u64, ReleaseError> {
+        let mut running = 0;
+        let mut next_token = None;
+        loop {
+            let page = self
+                .engine
+                .list_executions(ListExecutionsInput {
+                    state_machine_arn: version_arn.to_owned(),
+                    status_filter: Some(ExecutionStatus::Running),
+                    max_results: Some(1000),
+                    next_token,
+                })
+                .await
+                .map_err(release_error)?;
+            running += page.executions.len() as u64;
+            next_token = page.next_token;
+            if next_token.is_none() {
+                return Ok(running);
+            }
+        }
     }
 }
 

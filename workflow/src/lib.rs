@@ -10,6 +10,7 @@ pub mod embedded;
 pub mod port;
 pub mod steps;
 pub mod upgrade;
+pub mod versions;
 pub mod workers;
 
 pub use aws::AwsWorkflow;

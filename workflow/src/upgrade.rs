@@ -19,6 +19,7 @@
 //! the decision again from what is there now, a few times, so a start never fails on it.
 
 use crate::port::WorkflowError;
+use crate::versions::PublishedVersion;
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -173,6 +174,10 @@ pub trait Releases: Send + Sync {
         routing: &[(String, u8)],
         description: Option<&str>,
     ) -> Result<(), ReleaseError>;
+    /// The `limit` newest published versions, newest first.
+    async fn versions(&self, limit: usize) -> Result<Vec<PublishedVersion>, ReleaseError>;
+    /// How many executions run on the version now.
+    async fn running_on(&self, version_arn: &str) -> Result<u64, ReleaseError>;
 }
 
 /// What a start's upgrade did.

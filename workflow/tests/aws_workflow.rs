@@ -299,6 +299,39 @@ async fn the_upgrade_publishes_this_builds_definition_and_starts_go_through_live
     assert_eq!(versions.state_machine_versions().len(), 1);
 }
 
+/// The operators' verbs over Step Functions: list, rollback (pinned: the next start leaves it),
+/// promote.
+#[tokio::test(flavor = "multi_thread")]
+async fn versions_are_listed_rolled_back_and_promoted_over_step_functions() {
+    let sfn = Endpoint::start(Duration::from_secs(1)).await;
+    let machine = provision(&sfn.client, ROLE).await.unwrap().state_machine_arn;
+    let mut old = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
+    let earlier = r#"{"StartAt":"A","States":{"A":{"Type":"Pass","End":true}}}"#;
+    let v1 = old
+        .upgrade_to(earlier, "fulfillment 0.0.1 definition sha256:a", None)
+        .await
+        .unwrap()
+        .version_arn
+        .unwrap();
+    let mut aws = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
+    let v2 = aws.upgrade(None).await.unwrap().version_arn.unwrap();
+    let report = aws.versions(10).await.unwrap();
+    let lines: Vec<_> = report
+        .versions
+        .iter()
+        .map(|v| (v.version.number, v.live_weight))
+        .collect();
+    assert_eq!(lines, [(2, Some(100)), (1, None)]);
+
+    let back = aws.rollback(None).await.unwrap();
+    assert_eq!((back.from, back.to), (2, 1));
+    let again = aws.upgrade(None).await.unwrap();
+    assert_eq!(again.decision, workflow::upgrade::Decision::Pinned);
+    assert_eq!(live(&sfn, &machine).await, [(v1, 100)]);
+    assert_eq!(aws.promote().await.unwrap(), 2);
+    assert_eq!(live(&sfn, &machine).await, [(v2, 100)]);
+}
+
 /// Two replicas of different builds starting at once: each publishes at most one version,
 /// neither start fails, and `live` ends wholly on one of them.
 #[tokio::test(flavor = "multi_thread")]

@@ -255,6 +255,62 @@ async fn a_restart_never_routes_live_back_to_an_older_release_and_a_canary_takes
     Ok(())
 }
 
+/// Operators' verbs: the list shows each version with its share of `live` and its running
+/// orders; a rollback routes `live` back and pins it (a restart leaves it); a promotion routes
+/// it to this build's version again; a bad target changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn versions_are_listed_rolled_back_and_pinned_and_promoted() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let engine = open_engine(&dir).await;
+    let first = EmbeddedWorkflow::setup(engine.clone()).await?;
+    let waits = r#"{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":3600,"End":true}}}"#;
+    let v2 = publish_as_live(&engine, &first, waits, "fulfillment 0.0.1 definition sha256:00", None)
+        .await;
+    let parked = engine
+        .start_execution(engine::StartExecutionInput {
+            state_machine_arn: first.alias_arn().to_owned(),
+            name: Some("on-v2".to_owned()),
+            input: Some("{}".to_owned()),
+        })
+        .await?;
+    let wf = EmbeddedWorkflow::setup(engine.clone()).await?;
+    let v3 = wf.version_arn().expect("published").to_owned();
+    assert!(v3.ends_with(":3"), "{v3}");
+
+    let report = wf.versions(10).await?;
+    let lines: Vec<_> = report
+        .versions
+        .iter()
+        .map(|v| (v.version.number, v.live_weight, v.running))
+        .collect();
+    assert_eq!(lines, [(3, Some(100), 0), (2, None, 1), (1, None, 0)]);
+    assert!(!report.pinned);
+    assert_eq!(
+        report.versions[1].version.description.as_deref(),
+        Some("fulfillment 0.0.1 definition sha256:00")
+    );
+
+    let back = wf.rollback(None).await?;
+    assert_eq!((back.from, back.to), (3, 2));
+    assert_eq!(live_routing(&engine, &wf).await, [(v2.clone(), 100)]);
+    let restarted = EmbeddedWorkflow::setup(engine.clone()).await?;
+    assert_eq!(live_routing(&engine, &restarted).await, [(v2.clone(), 100)]);
+    assert!(restarted.versions(1).await?.pinned);
+
+    for (to, refused) in [(Some(99), "does not exist"), (Some(2), "already")] {
+        let e = wf.rollback(to).await.unwrap_err();
+        assert!(e.to_string().contains(refused), "{e}");
+    }
+    assert_eq!(live_routing(&engine, &wf).await, [(v2, 100)]);
+
+    assert_eq!(wf.promote().await?, 3);
+    assert_eq!(live_routing(&engine, &wf).await, [(v3, 100)]);
+    assert!(!wf.versions(1).await?.pinned);
+    let d = engine.describe_execution(&parked.execution_arn).await?;
+    assert!(d.state_machine_version_arn.unwrap().ends_with(":2"), "the parked order keeps its version");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repeat_start_is_already_started_while_running_and_after_closing() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;

@@ -7,12 +7,14 @@
 use super::error::map_error;
 use crate::definition::{LIVE_ALIAS, LIVE_DESCRIPTION};
 use crate::port::WorkflowError;
+use super::history::to_chrono;
 use crate::upgrade::{Live, ReleaseError, Releases, RoutedVersion};
+use crate::versions::{self, PublishedVersion};
 use async_trait::async_trait;
 use aws_sdk_sfn::Client;
 use aws_sdk_sfn::config::http::HttpResponse;
 use aws_sdk_sfn::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_sfn::types::RoutingConfigurationListItem;
+use aws_sdk_sfn::types::{ExecutionStatus, RoutingConfigurationListItem};
 
 pub(crate) struct SfnReleases<'a> {
     pub client: &'a Client,
@@ -140,5 +142,67 @@ impl Releases for SfnReleases<'_> {
             .await
             .map_err(release_error)?;
         Ok(())
+    }
+
+    async fn versions(&self, limit: usize) -> Result<Vec<PublishedVersion>, ReleaseError> {
+        let mut found = Vec::new();
+        let mut token: Option<String> = None;
+        while found.len() < limit {
+            let page = self
+                .client
+                .list_state_machine_versions()
+                .state_machine_arn(self.machine_arn)
+                .max_results(1000)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(release_error)?;
+            for item in page.state_machine_versions() {
+                if found.len() == limit {
+                    break;
+                }
+                let arn = item.state_machine_version_arn();
+                let described = self
+                    .client
+                    .describe_state_machine()
+                    .state_machine_arn(arn)
+                    .send()
+                    .await
+                    .map_err(release_error)?;
+                found.push(PublishedVersion {
+                    version_arn: arn.to_owned(),
+                    number: versions::number_of(arn).unwrap_or(0),
+                    description: described.description().map(str::to_owned),
+                    created: to_chrono(item.creation_date()).unwrap_or_default(),
+                });
+            }
+            token = page.next_token().map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        Ok(found)
+    }
+
+    async fn running_on(&self, version_arn: &str) -> Result<u64, ReleaseError> {
+        let mut running = 0;
+        let mut token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_executions()
+                .state_machine_arn(version_arn)
+                .status_filter(ExecutionStatus::Running)
+                .max_results(1000)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(release_error)?;
+            running += page.executions().len() as u64;
+            token = page.next_token().map(str::to_owned);
+            if token.is_none() {
+                return Ok(running);
+            }
+        }
     }
 }

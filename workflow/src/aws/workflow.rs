@@ -11,6 +11,7 @@ use crate::port::{
     TaskHandle, WorkflowError, WorkflowPort,
 };
 use crate::upgrade::{self, Build, Upgraded};
+use crate::versions::{self, RolledBack, VersionsError, VersionsReport};
 use async_trait::async_trait;
 use aws_sdk_sfn::Client;
 use aws_sdk_sfn::config::StalledStreamProtectionConfig;
@@ -96,6 +97,40 @@ impl AwsWorkflow {
             .await
     }
 
+    fn releases(&self) -> SfnReleases<'_> {
+        SfnReleases {
+            client: &self.client,
+            machine_arn: &self.state_machine_arn,
+        }
+    }
+
+    /// The `limit` newest versions, where `live` routes and the orders running on each
+    /// (`ListStateMachineVersions`, `DescribeStateMachine` and `ListExecutions` per version).
+    pub async fn versions(&self, limit: usize) -> Result<VersionsReport, VersionsError> {
+        versions::list(&self.releases(), limit).await
+    }
+
+    /// Rolls `live` back to version `to` (default: the one before) and pins it.
+    pub async fn rollback(&self, to: Option<u64>) -> Result<RolledBack, VersionsError> {
+        versions::rollback(&self.releases(), to, Utc::now()).await
+    }
+
+    /// Routes `live` wholly to this build's definition, unpinned; its version number.
+    pub async fn promote(&self) -> Result<u64, VersionsError> {
+        let rendered =
+            definition::render_with(&self.activity_arns).map_err(WorkflowError::Other)?;
+        let description = definition::version_description(&rendered);
+        versions::promote(
+            &self.releases(),
+            &Build {
+                definition: &rendered,
+                description: &description,
+                canary_percent: None,
+            },
+        )
+        .await
+    }
+
     /// [`upgrade`](Self::upgrade) to a given definition (a test's stand-in for another build).
     #[doc(hidden)]
     pub async fn upgrade_to(
@@ -104,10 +139,7 @@ impl AwsWorkflow {
         description: &str,
         canary_percent: Option<u8>,
     ) -> Result<Upgraded, WorkflowError> {
-        let releases = SfnReleases {
-            client: &self.client,
-            machine_arn: &self.state_machine_arn,
-        };
+        let releases = self.releases();
         let upgraded = upgrade::upgrade(
             &releases,
             &Build {
@@ -117,7 +149,8 @@ impl AwsWorkflow {
             },
         )
         .await?;
-        self.start_arn = releases.alias_arn();
+        let alias = releases.alias_arn();
+        self.start_arn = alias;
         Ok(upgraded)
     }
 
