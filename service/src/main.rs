@@ -7,7 +7,7 @@
 use clap::Parser;
 use service::config::{
     AuditSettings, Cli, Command, EngineSettings, KeysCommand, KeysSettings, LogFormat,
-    ProvisionSettings, Settings,
+    ProvisionSettings, Settings, VersionsSettings,
 };
 use service::logging::LogTo;
 use std::process::ExitCode;
@@ -29,6 +29,8 @@ fn main() -> ExitCode {
         Command::Keys(KeysCommand::Create(a)) => (a.backend.log_format, LogTo::Stderr),
         Command::Keys(KeysCommand::List(a)) => (a.backend.log_format, LogTo::Stderr),
         Command::Keys(KeysCommand::Revoke(a)) => (a.backend.log_format, LogTo::Stderr),
+        // `versions list` prints its table on stdout.
+        Command::Versions(c) => (c.log_format(), LogTo::Stderr),
         Command::Backup(_) | Command::Restore(_) => (LogFormat::Text, LogTo::Stderr),
     };
     let _logs = service::logging::init(log_format, log_to);
@@ -59,6 +61,11 @@ fn main() -> ExitCode {
             .map(|()| ExitCode::SUCCESS),
         Command::Keys(command) => runtime
             .block_on(service::startup::run_keys(KeysSettings::from(command)))
+            .map(|()| ExitCode::SUCCESS),
+        Command::Versions(command) => runtime
+            .block_on(service::startup::run_versions(VersionsSettings::from(
+                command,
+            )))
             .map(|()| ExitCode::SUCCESS),
         Command::Backup(args) => {
             service::startup::run_backup(&args.db, &args.to).map(|()| ExitCode::SUCCESS)

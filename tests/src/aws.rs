@@ -140,6 +140,23 @@ impl AwsStack {
         cmd
     }
 
+    /// `fulfillment versions <words…>` on the replicas' state machine, run to its end: exit
+    /// code, stdout, stderr.
+    pub fn versions(&self, words: &[&str]) -> (Option<i32>, String, String) {
+        let output = self
+            .command("versions")
+            .args(words)
+            .args(["--backend", "aws"])
+            .args(["--state-machine-arn", &self.state_machine_arn])
+            .output()
+            .expect("the binary runs");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
     /// `fulfillment keys <words…>` on the replicas' table; its standard output, trimmed.
     pub fn keys(&self, words: &[&str]) -> String {
         let output = self

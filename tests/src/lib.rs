@@ -120,6 +120,20 @@ pub fn audit_command(db: &Db) -> Command {
     command_on(db, "audit")
 }
 
+/// `fulfillment versions <args…> --db <db>`, run to its end: exit code, stdout, stderr.
+pub fn versions(db: &Db, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut all = vec!["versions"];
+    all.extend_from_slice(args);
+    let output = command_on_store(db, &all)
+        .output()
+        .expect("the binary runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// `fulfillment <subcommand> --db <db>`: see [`command_on_store`].
 fn command_on(db: &Db, subcommand: &str) -> Command {
     command_on_store(db, &[subcommand])

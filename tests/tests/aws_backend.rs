@@ -912,3 +912,43 @@ async fn the_console_works_across_replicas_on_the_aws_backend() {
         replica.stop();
     }
 }
+
+/// `provision` published this build's definition and routed `live` to it; a replica's start
+/// keeps it there; `versions` lists and steers it beside the running replica, and orders
+/// placed meanwhile run through `live`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn versions_are_listed_and_steered_beside_a_running_replica_on_the_aws_backend() {
+    let stack = AwsStack::start().await;
+    let a = stack.replica(&[]);
+    let (code, listed, stderr) = stack.versions(&["list"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "one version: {listed}");
+    let line: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(line[..2], ["1", "100%"], "{listed}");
+    let (code, _, stderr) = stack.versions(&["rollback", "7"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("version 7 does not exist"), "{stderr}");
+    let (code, promoted, stderr) = stack.versions(&["promote"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(promoted.trim(), "live: version 1 (this build's), unpinned");
+
+    a.stock("aws-lute", 2, 1_000).await;
+    let placed = a
+        .place(&order(
+            "aws-versioned",
+            "aws-lute",
+            1,
+            1_000,
+            "pm_card_visa",
+        ))
+        .await;
+    assert_eq!(placed.status, StatusCode::ACCEPTED, "{}", placed.text);
+    a.ends("aws-versioned", "COMPLETED", "SUCCEEDED").await;
+    let (_, listed, _) = stack.versions(&["list"]);
+    assert_eq!(
+        listed.lines().count(),
+        2,
+        "no version published since: {listed}"
+    );
+}

@@ -126,7 +126,36 @@ async fn runs_to_the_end(release: &str) {
     server.ends("after-upgrade", "COMPLETED", "SUCCEEDED").await;
     // Six widgets of a hundred shipped: one, three, two; the declined one's back.
     assert_eq!(server.stock_of("widget").await, (94, 0), "{release}");
+    // The running service holds the engine: the versions command says so, and changes nothing.
+    let (code, _, stderr) = blackbox::versions(&db, &["list"]);
+    assert_eq!(code, Some(1), "{release}: {stderr}");
+    assert!(stderr.contains("engine"), "{release}: {stderr}");
     server.stop();
+
+    // The release's orders ran on the machine's first revision, which no version holds; this
+    // build's start published its definition as version 1 and routed live to it.
+    let (code, listed, stderr) = blackbox::versions(&db, &["list"]);
+    assert_eq!(code, Some(0), "{release}: {stderr}");
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{release}: {listed}");
+    let line: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(line[..3], ["1", "100%", "0"], "{release}: {listed}");
+    assert!(
+        lines[1].contains(&format!(
+            "fulfillment {} definition sha256:",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{release}: {listed}"
+    );
+    let (code, _, stderr) = blackbox::versions(&db, &["rollback"]);
+    assert_eq!(code, Some(2), "{release}: {stderr}");
+    assert!(
+        stderr.contains("no version older than 1"),
+        "{release}: {stderr}"
+    );
+    let (code, promoted, stderr) = blackbox::versions(&db, &["promote"]);
+    assert_eq!(code, Some(0), "{release}: {stderr}");
+    assert_eq!(promoted.trim(), "live: version 1 (this build's), unpinned");
 
     let audit = Audit::run(audit_command(&db));
     assert_eq!(audit.code, Some(0), "{release}: {audit:?}");

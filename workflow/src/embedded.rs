@@ -93,6 +93,32 @@ impl EmbeddedWorkflow {
         })
     }
 
+    /// The saga's workflow on `engine` as an earlier start left it, without the upgrade and
+    /// without any call: for the operators' verbs on versions (`fulfillment versions`).
+    pub fn attach(engine: Engine) -> Self {
+        let config = engine.config();
+        let activity_arns = Activity::ALL
+            .into_iter()
+            .map(|a| {
+                let arn = format!(
+                    "arn:aws:states:{}:{}:activity:{}",
+                    config.region,
+                    config.account_id,
+                    a.name()
+                );
+                (a, arn)
+            })
+            .collect();
+        let state_machine_arn = machine_arn(&engine);
+        EmbeddedWorkflow {
+            alias_arn: format!("{state_machine_arn}:{LIVE_ALIAS}"),
+            version_arn: None,
+            state_machine_arn,
+            activity_arns,
+            engine,
+        }
+    }
+
     pub fn engine(&self) -> &Engine {
         &self.engine
     }

@@ -121,7 +121,11 @@ pub async fn rollback(
         .await
         .map_err(failed)?
         .ok_or(VersionsError::NoLive)?;
-    let from_arn = live.primary().ok_or(VersionsError::NoLive)?.version_arn.clone();
+    let from_arn = live
+        .primary()
+        .ok_or(VersionsError::NoLive)?
+        .version_arn
+        .clone();
     let from = number_of(&from_arn).unwrap_or(0);
     let versions = releases.versions(usize::MAX).await.map_err(failed)?;
     let target = match to {
@@ -158,7 +162,11 @@ pub async fn rollback(
 /// Publishes `build`'s definition (answering the version already published when the machine
 /// holds it) and routes `live` wholly to it, unpinned: ends a canary or a rollback. Its version.
 pub async fn promote(releases: &dyn Releases, build: &Build<'_>) -> Result<u64, VersionsError> {
-    releases.live().await.map_err(failed)?.ok_or(VersionsError::NoLive)?;
+    releases
+        .live()
+        .await
+        .map_err(failed)?
+        .ok_or(VersionsError::NoLive)?;
     let ours = releases
         .publish(build.definition, build.description)
         .await
@@ -182,6 +190,9 @@ mod tests {
             number_of("arn:aws:states:eu-west-1:1:stateMachine:saga:12"),
             Some(12)
         );
-        assert_eq!(number_of("arn:aws:states:eu-west-1:1:stateMachine:saga:live"), None);
+        assert_eq!(
+            number_of("arn:aws:states:eu-west-1:1:stateMachine:saga:live"),
+            None
+        );
     }
 }

@@ -304,7 +304,10 @@ async fn the_upgrade_publishes_this_builds_definition_and_starts_go_through_live
 #[tokio::test(flavor = "multi_thread")]
 async fn versions_are_listed_rolled_back_and_promoted_over_step_functions() {
     let sfn = Endpoint::start(Duration::from_secs(1)).await;
-    let machine = provision(&sfn.client, ROLE).await.unwrap().state_machine_arn;
+    let machine = provision(&sfn.client, ROLE)
+        .await
+        .unwrap()
+        .state_machine_arn;
     let mut old = AwsWorkflow::new(sfn.client.clone(), &machine).unwrap();
     let earlier = r#"{"StartAt":"A","States":{"A":{"Type":"Pass","End":true}}}"#;
     let v1 = old

@@ -264,8 +264,14 @@ async fn versions_are_listed_rolled_back_and_pinned_and_promoted() -> anyhow::Re
     let engine = open_engine(&dir).await;
     let first = EmbeddedWorkflow::setup(engine.clone()).await?;
     let waits = r#"{"StartAt":"W","States":{"W":{"Type":"Wait","Seconds":3600,"End":true}}}"#;
-    let v2 = publish_as_live(&engine, &first, waits, "fulfillment 0.0.1 definition sha256:00", None)
-        .await;
+    let v2 = publish_as_live(
+        &engine,
+        &first,
+        waits,
+        "fulfillment 0.0.1 definition sha256:00",
+        None,
+    )
+    .await;
     let parked = engine
         .start_execution(engine::StartExecutionInput {
             state_machine_arn: first.alias_arn().to_owned(),
@@ -307,7 +313,10 @@ async fn versions_are_listed_rolled_back_and_pinned_and_promoted() -> anyhow::Re
     assert_eq!(live_routing(&engine, &wf).await, [(v3, 100)]);
     assert!(!wf.versions(1).await?.pinned);
     let d = engine.describe_execution(&parked.execution_arn).await?;
-    assert!(d.state_machine_version_arn.unwrap().ends_with(":2"), "the parked order keeps its version");
+    assert!(
+        d.state_machine_version_arn.unwrap().ends_with(":2"),
+        "the parked order keeps its version"
+    );
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! `backup`, `restore`, `keys` and `engine`: their arguments and what each runs with.
+//! `backup`, `restore`, `keys`, `versions` and `engine`: their arguments and what each runs with.
 
 use super::*;
 
@@ -105,6 +105,82 @@ impl From<KeysCommand> for KeysSettings {
             KeysCommand::Revoke(a) => (KeysAction::Revoke { key_id: a.key_id }, a.backend),
         };
         KeysSettings {
+            action,
+            log_format: backend.log_format,
+            backend: backend.into(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VersionsCommand {
+    /// The newest versions: number, share of new orders, orders running, created, description.
+    List(VersionsListArgs),
+    /// Route new orders wholly to VERSION (default: the version before the live one) and pin
+    /// `live` there; orders already started keep their versions.
+    Rollback(VersionsRollbackArgs),
+    /// Route new orders wholly to this build's definition (publishing it when needed), and
+    /// unpin `live`: ends a canary or a rollback.
+    Promote(VersionsStoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionsListArgs {
+    /// How many versions, newest first.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionsRollbackArgs {
+    /// The version to route new orders to, as `versions list` numbers it.
+    pub version: Option<u64>,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionsStoreArgs {
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+/// What `versions` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionsAction {
+    List { limit: usize },
+    Rollback { to: Option<u64> },
+    Promote,
+}
+
+/// Everything `versions` runs with.
+#[derive(Debug, Clone)]
+pub struct VersionsSettings {
+    pub action: VersionsAction,
+    pub backend: BackendSettings,
+    pub log_format: LogFormat,
+}
+
+impl VersionsCommand {
+    pub fn log_format(&self) -> LogFormat {
+        match self {
+            VersionsCommand::List(a) => a.backend.log_format,
+            VersionsCommand::Rollback(a) => a.backend.log_format,
+            VersionsCommand::Promote(a) => a.backend.log_format,
+        }
+    }
+}
+
+impl From<VersionsCommand> for VersionsSettings {
+    fn from(c: VersionsCommand) -> Self {
+        let (action, backend) = match c {
+            VersionsCommand::List(a) => (VersionsAction::List { limit: a.limit }, a.backend),
+            VersionsCommand::Rollback(a) => (VersionsAction::Rollback { to: a.version }, a.backend),
+            VersionsCommand::Promote(a) => (VersionsAction::Promote, a.backend),
+        };
+        VersionsSettings {
             action,
             log_format: backend.log_format,
             backend: backend.into(),

@@ -126,6 +126,19 @@ pub enum Command {
     #[command(subcommand)]
     Keys(KeysCommand),
 
+    /// See and steer the saga's versions: which definition new orders start on.
+    ///
+    /// Every start of the service publishes its definition as a version of the state machine
+    /// and routes the alias `live` to it (docs/upgrading.md); orders already started finish
+    /// on the version they started on. `list` shows each version, its share of new orders
+    /// and how many orders run on it; `rollback` routes new orders back to an earlier
+    /// version and pins `live` there, so that no start moves it again; `promote` routes them
+    /// all to this build's definition (ending a canary or a rollback). On the embedded
+    /// backend they need the service stopped (it holds the engine's file); on AWS they run
+    /// beside the replicas.
+    #[command(subcommand)]
+    Versions(VersionsCommand),
+
     /// Copy the embedded backend's two SQLite files (the store in --db and the engine's state
     /// beside it) into a new directory, consistently with each other, while the service runs.
     ///

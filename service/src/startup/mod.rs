@@ -50,6 +50,7 @@ mod keys;
 mod process;
 mod provision;
 mod serve;
+mod versions;
 
 pub use app::App;
 use app::reconciler;
@@ -64,6 +65,7 @@ pub use process::tune as tune_process;
 pub use provision::run_provision;
 use serve::*;
 pub use serve::{BLOCKING_THREADS, Service, keeper_interval};
+pub use versions::run_versions;
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]

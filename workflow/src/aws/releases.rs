@@ -5,9 +5,9 @@
 //! cue to decide again.
 
 use super::error::map_error;
+use super::history::to_chrono;
 use crate::definition::{LIVE_ALIAS, LIVE_DESCRIPTION};
 use crate::port::WorkflowError;
-use super::history::to_chrono;
 use crate::upgrade::{Live, ReleaseError, Releases, RoutedVersion};
 use crate::versions::{self, PublishedVersion};
 use async_trait::async_trait;
