@@ -203,3 +203,53 @@ fn the_table_has_the_shape_the_dynamodb_adapter_uses() {
         );
     }
 }
+
+/// Orders start through the alias `live` only, the alias and a version of the deployed
+/// definition are declared, and the service may make each start's upgrade.
+#[test]
+fn the_service_starts_orders_through_live_only_and_may_upgrade_the_saga() {
+    let block = resource("ServicePolicy");
+    let start = block
+        .split("- Sid: ")
+        .find(|s| s.contains("states:StartExecution"))
+        .expect("a statement allows StartExecution");
+    assert!(
+        start.contains(&format!(
+            "states:StateMachineQualifier: {}\n",
+            workflow::definition::LIVE_ALIAS
+        )),
+        "{start}"
+    );
+    for action in [
+        "DescribeStateMachine",
+        "UpdateStateMachine",
+        "PublishStateMachineVersion",
+        "ListStateMachineVersions",
+        "DescribeStateMachineAlias",
+        "CreateStateMachineAlias",
+        "UpdateStateMachineAlias",
+    ] {
+        assert!(
+            block.contains(&format!("- states:{action}\n")),
+            "{action}: {block}"
+        );
+    }
+    let alias = resource("LiveAlias");
+    assert!(
+        alias.contains("Type: AWS::StepFunctions::StateMachineAlias\n"),
+        "{alias}"
+    );
+    assert!(
+        alias.contains(&format!("Name: {}\n", workflow::definition::LIVE_ALIAS)),
+        "{alias}"
+    );
+    assert!(
+        alias.contains("StateMachineVersionArn: !Ref StateMachineVersion\n"),
+        "{alias}"
+    );
+    let version = resource("StateMachineVersion");
+    assert!(
+        version.contains("StateMachineRevisionId: !GetAtt StateMachine.StateMachineRevisionId\n"),
+        "{version}"
+    );
+}

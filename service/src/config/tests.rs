@@ -438,3 +438,37 @@ fn the_token_never_prints() {
     let s = serve(&["--operator-token", "0123456789abcdef-secret"]).unwrap();
     assert!(!format!("{s:?}").contains("secret"));
 }
+
+#[test]
+fn a_canary_is_a_share_of_one_to_ninety_nine_percent_and_off_by_default() {
+    assert_eq!(serve(&[]).unwrap().backend.canary_percent, None);
+    let s = serve(&["--canary-percent", "10"]).unwrap();
+    assert_eq!(s.backend.canary_percent, Some(10));
+    for refused in ["0", "100", "-5", "ten"] {
+        assert!(
+            serve(&["--canary-percent", refused]).is_err(),
+            "{refused} accepted"
+        );
+    }
+}
+
+#[test]
+fn versions_takes_its_action_and_the_backend() {
+    let parse = |args: &[&str]| {
+        let argv = ["fulfillment", "versions"].iter().chain(args);
+        let Command::Versions(c) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not versions");
+        };
+        VersionsSettings::from(c)
+    };
+    assert_eq!(parse(&["list"]).action, VersionsAction::List { limit: 20 });
+    assert_eq!(
+        parse(&["rollback", "3", "--backend", "aws"]).action,
+        VersionsAction::Rollback { to: Some(3) }
+    );
+    assert_eq!(
+        parse(&["rollback", "--backend", "aws"]).backend.kind,
+        Backend::Aws
+    );
+    assert_eq!(parse(&["promote"]).action, VersionsAction::Promote);
+}

@@ -59,7 +59,8 @@ pub async fn run_repair(settings: &AuditSettings, grace: Duration) -> Result<Pas
     let opened = match settings.backend.kind {
         // An audit's repair pass prunes nothing: that is the serving engine's background work.
         Backend::Embedded => open_embedded(&settings.backend, payments, &shipping, None).await?,
-        Backend::Aws => open_aws(&settings.backend, payments, &shipping).await?,
+        // The repair starts orders through `live`, and publishes nothing: that is `serve`'s.
+        Backend::Aws => open_aws(&settings.backend, payments, &shipping, Upgrade::Skip).await?,
     };
     let lease: Arc<dyn Lease> = match &opened.lease_table {
         // Held for as long as one pass can take, renewed by nobody: a replica takes it back
@@ -171,7 +172,7 @@ pub(super) async fn audit_aws(
     settings: &BackendSettings,
     payments: PaymentsSettings,
 ) -> Result<Sources, StartupError> {
-    let (workflow, store) = connect_aws(settings).await?;
+    let (workflow, store) = connect_aws(settings, Upgrade::Skip).await?;
     Ok(Sources {
         ports: Ports {
             payments: aws_payments(&store, &payments)?.0,

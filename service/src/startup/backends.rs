@@ -66,7 +66,7 @@ pub async fn open(settings: &Settings) -> Result<Opened, StartupError> {
         Backend::Embedded => {
             open_embedded(&settings.backend, payments, &shipping, settings.retention).await
         }
-        Backend::Aws => open_aws(&settings.backend, payments, &shipping).await,
+        Backend::Aws => open_aws(&settings.backend, payments, &shipping, Upgrade::Run).await,
     }
 }
 
@@ -357,6 +357,14 @@ pub async fn aws_sdk_config(aws: &AwsSettings) -> Result<aws_config::SdkConfig, 
     Ok(config)
 }
 
+/// Whether a start runs the saga's upgrade (`serve`), or only starts orders through `live`
+/// without publishing anything (`audit`, whose policy may not publish).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Upgrade {
+    Run,
+    Skip,
+}
+
 /// How often the start probes the AWS backend before it gives up.
 const START_PROBE_ATTEMPTS: u32 = 5;
 
@@ -364,6 +372,7 @@ const START_PROBE_ATTEMPTS: u32 = 5;
 /// credential fails the start, not the first order; a passing blip does not).
 pub(super) async fn connect_aws(
     settings: &BackendSettings,
+    upgrade: Upgrade,
 ) -> Result<(AwsWorkflow, DynamoStore), StartupError> {
     let arn = settings.state_machine_arn.as_deref().ok_or_else(|| {
         StartupError::Config(
@@ -393,13 +402,17 @@ pub(super) async fn connect_aws(
         attempt += 1;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Publishes this build's definition and routes new orders to it (or leaves them where an
-    // operator or a newer release put them); starts go through the alias from here on.
-    let upgraded = workflow.upgrade(settings.canary_percent).await?;
+    match upgrade {
+        // Publishes this build's definition and routes new orders to it (or leaves them where
+        // an operator or a newer release put them); starts go through the alias from here on.
+        Upgrade::Run => {
+            let upgraded = workflow.upgrade(settings.canary_percent).await?;
+            tracing::info!(live = ?upgraded.routing, decision = ?upgraded.decision, "saga versions checked");
+        }
+        Upgrade::Skip => workflow.start_through_live(),
+    }
     tracing::info!(
         state_machine = %arn,
-        live = ?upgraded.routing,
-        decision = ?upgraded.decision,
         table = %settings.aws.table,
         region = ?sdk.region(),
         "AWS backend reachable"
@@ -425,9 +438,10 @@ pub(super) async fn open_aws(
     settings: &BackendSettings,
     payments: PaymentsSettings,
     shipping: &ShippingSettings,
+    upgrade: Upgrade,
 ) -> Result<Opened, StartupError> {
     let opened_at = chrono::Utc::now();
-    let (workflow, store) = connect_aws(settings).await?;
+    let (workflow, store) = connect_aws(settings, upgrade).await?;
     let (payments, mut sampled) = aws_payments(&store, &payments)?;
     let ports = sandbox::ports(&store);
     let (shipping, metric) = carrier(shipping, Arc::new(store.clone()), ports.shipping.clone())?;

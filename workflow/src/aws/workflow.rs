@@ -131,6 +131,12 @@ impl AwsWorkflow {
         .await
     }
 
+    /// Starts executions through the alias `live` from now on, without the upgrade's calls:
+    /// for a process that may not publish (the audit's repair).
+    pub fn start_through_live(&mut self) {
+        self.start_arn = self.releases().alias_arn();
+    }
+
     /// [`upgrade`](Self::upgrade) to a given definition (a test's stand-in for another build).
     #[doc(hidden)]
     pub async fn upgrade_to(
